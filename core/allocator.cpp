@@ -1,0 +1,133 @@
+#include "core/allocator.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace ember {
+
+// ---- CpuRawAllocator ----------------------------------------------------------------------
+
+void* CpuRawAllocator::allocate(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  return std::aligned_alloc(kAlign, rounded);
+}
+
+void CpuRawAllocator::deallocate(void* ptr, size_t) { std::free(ptr); }
+
+size_t CpuRawAllocator::total_bytes() const {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
+
+// ---- PassThroughAllocator -------------------------------------------------------------------
+
+struct PassThroughAllocator::State {
+  mutable std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+  AllocatorStats stats;
+};
+
+PassThroughAllocator::PassThroughAllocator(std::unique_ptr<RawAllocator> raw)
+    : raw_(std::move(raw)), state_(std::make_unique<State>()) {}
+
+PassThroughAllocator::~PassThroughAllocator() = default;
+
+DataPtr PassThroughAllocator::allocate(size_t bytes, StreamId) {
+  if (bytes == 0) return {};
+  void* ptr = raw_->allocate(bytes);
+  std::lock_guard lock(state_->mutex);
+  AllocatorStats& s = state_->stats;
+  if (!ptr) {
+    ++s.ooms;
+    throw OutOfMemory(detail::concat("allocator: out of memory on ", raw_->device(), ": tried to allocate ",
+                                     bytes, " bytes with ", s.allocated_bytes, " allocated, ",
+                                     s.reserved_bytes, " reserved, device total ", raw_->total_bytes()),
+                      __FILE__, __LINE__);
+  }
+  state_->sizes.emplace(ptr, bytes);
+  const auto b = int64_t(bytes);
+  s.allocated_bytes += b;
+  s.reserved_bytes += b;
+  s.active_blocks += 1;
+  s.raw_allocations += 1;
+  s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, s.allocated_bytes);
+  s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, s.reserved_bytes);
+  s.peak_active_blocks = std::max(s.peak_active_blocks, s.active_blocks);
+  return DataPtr(ptr, this);
+}
+
+void PassThroughAllocator::release(void* ptr) {
+  size_t bytes;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto it = state_->sizes.find(ptr);
+    bytes = it->second;
+    state_->sizes.erase(it);
+    AllocatorStats& s = state_->stats;
+    s.allocated_bytes -= int64_t(bytes);
+    s.reserved_bytes -= int64_t(bytes);
+    s.active_blocks -= 1;
+    s.raw_frees += 1;
+  }
+  raw_->deallocate(ptr, bytes);
+}
+
+AllocatorStats PassThroughAllocator::stats() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+void PassThroughAllocator::reset_peak_stats() {
+  std::lock_guard lock(state_->mutex);
+  AllocatorStats& s = state_->stats;
+  s.peak_allocated_bytes = s.allocated_bytes;
+  s.peak_reserved_bytes = s.reserved_bytes;
+  s.peak_active_blocks = s.active_blocks;
+}
+
+// ---- registry -------------------------------------------------------------------------------
+
+bool caching_disabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("EMBER_NO_CACHING");
+    return v && std::string(v) == "1";
+  }();
+  return disabled;
+}
+
+std::unique_ptr<Allocator> make_allocator(std::unique_ptr<RawAllocator> raw) {
+  // The caching allocator arrives with the CUDA issue; until then every device passes through.
+  return std::make_unique<PassThroughAllocator>(std::move(raw));
+}
+
+namespace {
+std::atomic<Allocator*> g_cuda_allocator{nullptr};
+
+Allocator& cpu_allocator() {
+  // Leaked on purpose: tensors in static objects may be freed after main returns.
+  static Allocator* allocator = make_allocator(std::make_unique<CpuRawAllocator>()).release();
+  return *allocator;
+}
+}  // namespace
+
+void register_allocator(DeviceType type, Allocator* allocator) {
+  EMBER_CHECK(type == DeviceType::cuda, "register_allocator: only the cuda allocator can be replaced");
+  g_cuda_allocator.store(allocator);
+}
+
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) return cpu_allocator();
+  Allocator* a = g_cuda_allocator.load();
+  EMBER_CHECK(a != nullptr, "device ", device,
+              " is not available: this build of ember has no CUDA backend or no GPU is visible");
+  return *a;
+}
+
+}  // namespace ember

@@ -1,0 +1,24 @@
+#include "core/allocator.h"
+#include "support/test_support.h"
+
+using namespace ember;
+
+TEST_CASE("pass-through allocator: stats follow allocations") {
+  PassThroughAllocator a(std::make_unique<CpuRawAllocator>());
+  {
+    DataPtr p = a.allocate(1000);
+    REQUIRE(p);
+    CHECK(reinterpret_cast<uintptr_t>(p.get()) % 64 == 0);
+    CHECK(a.stats().allocated_bytes == 1000);
+    DataPtr q = a.allocate(0);
+    CHECK_FALSE(q);
+    CHECK(a.stats().active_blocks == 1);
+  }
+  CHECK(a.stats().allocated_bytes == 0);
+  CHECK(a.stats().peak_allocated_bytes == 1000);
+  CHECK(a.stats().raw_frees == 1);
+}
+
+TEST_CASE("allocator_for: cuda without a backend is a clear error") {
+  CHECK_THROWS_WITH(allocator_for(Device::cuda(0)), Catch::Contains("cuda:0 is not available"));
+}

@@ -1,0 +1,3 @@
+// Helpers for ember's tests.
+#pragma once
+#include <catch2/catch.hpp>
