@@ -1,0 +1,18 @@
+// ember: one include for programs that embed the library.
+//
+//   #include <ember/ember.h>
+//   using namespace ember;
+//   Tensor w = randn({3, 2}).requires_grad_();
+//   Tensor loss = relu(matmul(ones({4, 3}), w)).sum();
+//   loss.backward();
+//   std::cout << w.grad() << "\n";
+#pragma once
+
+#include "autograd/autograd.h"
+#include "autograd/gradcheck.h"
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "ops/ops.h"

@@ -1,0 +1,153 @@
+#include "core/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+// One job at a time: workers wake on a generation change, claim chunks, and the last one out
+// signals the caller.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads) {
+    for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  int size() const { return int(workers_.size()) + 1; }
+
+  void run(int64_t begin, int64_t end, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+    std::lock_guard job_lock(job_mutex_);  // one parallel_for at a time per pool
+    {
+      std::lock_guard lock(mutex_);
+      fn_ = &fn;
+      end_ = end;
+      chunk_ = chunk;
+      next_.store(begin);
+      error_ = nullptr;
+      busy_ = int(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work() {
+    t_in_parallel = true;
+    for (;;) {
+      const int64_t b = next_.fetch_add(chunk_);
+      if (b >= end_) break;
+      try {
+        (*fn_)(b, std::min(end_, b + chunk_));
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(end_);
+      }
+    }
+    t_in_parallel = false;
+  }
+
+  void worker_loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+      std::lock_guard lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  int busy_ = 0;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  std::atomic<int64_t> next_{0};
+  int64_t end_ = 0, chunk_ = 1;
+  std::exception_ptr error_;
+};
+
+int default_threads() {
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
+    char* rest = nullptr;
+    const long n = std::strtol(env, &rest, 10);
+    EMBER_CHECK(rest != env && *rest == '\0' && n >= 1 && n <= 1024,
+                "EMBER_NUM_THREADS: expected an integer in [1, 1024], got '", env, "'");
+    return int(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::mutex g_pool_mutex;
+std::unique_ptr<ThreadPool>& pool_slot() {
+  static std::unique_ptr<ThreadPool> pool;
+  return pool;
+}
+
+ThreadPool& pool() {
+  std::lock_guard lock(g_pool_mutex);
+  auto& p = pool_slot();
+  if (!p) p = std::make_unique<ThreadPool>(default_threads());
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) {
+  EMBER_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected a count in [1, 1024], got ", n);
+  std::lock_guard lock(g_pool_mutex);
+  auto& p = pool_slot();
+  if (!p || p->size() != n) p = std::make_unique<ThreadPool>(n);
+}
+
+bool in_parallel_region() { return t_in_parallel; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  if (end <= begin) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t range = end - begin;
+  ThreadPool& p = pool();
+  if (range <= grain || p.size() == 1 || t_in_parallel) {
+    fn(begin, end);
+    return;
+  }
+  const int64_t chunk = std::max(grain, (range + 4 * p.size() - 1) / (4 * p.size()));
+  p.run(begin, end, chunk, fn);
+}
+
+}  // namespace ember

@@ -1,0 +1,59 @@
+#include "core/tensor.h"
+
+namespace ember {
+
+TensorImpl& Tensor::impl() const {
+  EMBER_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor (default-constructed Tensor)");
+  return *impl_;
+}
+
+Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0, "empty: sizes must be non-negative, got ", shape_str(shape));
+  EMBER_CHECK(options.dtype != DType::bf16 && options.dtype != DType::f16,
+              "empty: dtype ", dtype_name(options.dtype), " is not supported yet");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->numel = numel_of(shape);
+  impl->dtype = options.dtype;
+  const size_t nbytes = size_t(impl->numel) * dtype_size(options.dtype);
+  impl->storage = std::make_shared<Storage>(allocator_for(options.device).allocate(nbytes), nbytes,
+                                            options.device);
+  Tensor t(std::move(impl));
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+Tensor Tensor::view_of(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->numel = numel_of(shape);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    const int64_t n = shape()[i];
+    if (n == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= n;
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  auto* base = static_cast<char*>(impl().storage->data.get());
+  return base ? base + offset() * int64_t(dtype_size(dtype())) : nullptr;
+}
+
+}  // namespace ember

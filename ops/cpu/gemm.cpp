@@ -1,0 +1,92 @@
+#include "ops/cpu/gemm.h"
+
+#include <Eigen/Core>
+
+#include "core/parallel.h"
+#include "ops/cpu/kernels.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class T, int Order>
+using MatMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+template <class T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+
+// C rows [r0, r1) = alpha * op(A) op(B) + beta * C for those rows.
+template <class T, int OrderA, int OrderB>
+void gemm_rows(int64_t r0, int64_t r1, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int64_t rows = r1 - r0;
+  // A row-major: row r starts at A + r*lda. A column-major (the transpose of a row-major (K, M)
+  // matrix): row r is column r, starting at A + r.
+  const T* a0 = OrderA == Eigen::RowMajor ? A + r0 * lda : A + r0;
+  MatMap<T, OrderA> a(a0, rows, K, Eigen::OuterStride<>(lda));
+  MatMap<T, OrderB> b(B, K, N, Eigen::OuterStride<>(ldb));
+  OutMap<T> c(C + r0 * ldc, rows, N, Eigen::OuterStride<>(ldc));
+  if (beta == T(0)) c.noalias() = alpha * (a * b);
+  else {
+    if (beta != T(1)) c *= beta;
+    c.noalias() += alpha * (a * b);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
+  auto rows = [&](int64_t r0, int64_t r1) {
+    constexpr int R = Eigen::RowMajor, Cm = Eigen::ColMajor;
+    if (!trans_a && !trans_b) gemm_rows<T, R, R>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (!trans_a && trans_b) gemm_rows<T, R, Cm>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (trans_a && !trans_b) gemm_rows<T, Cm, R>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else gemm_rows<T, Cm, Cm>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  };
+  // Note [GEMM split]: blocks of 64 rows keep Eigen's packed panels efficient; small problems
+  // (under ~1 MFLOP) are not worth waking the pool.
+  const int64_t flops = M * N * K;
+  const int64_t grain = flops < (1 << 20) ? M : std::max<int64_t>(32, M / (4 * num_threads()) / 16 * 16);
+  parallel_for(0, M, grain, rows);
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                          int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                           int64_t, double, double*, int64_t);
+
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_float(a.dtype(), "matmul", [&]<class T>(TypeTag<T>) {
+    const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+    // The op layer guarantees each operand is row-major (unit column stride, row stride >= cols)
+    // or column-major (unit row stride, column stride >= rows) within a batch.
+    auto layout = [](const Tensor& t, int64_t cols, bool& trans, int64_t& ld) {
+      trans = !(t.stride(2) == 1 && t.stride(1) >= cols);
+      ld = trans ? t.stride(2) : t.stride(1);
+    };
+    bool ta, tb;
+    int64_t lda, ldb;
+    layout(a, K, ta, lda);
+    layout(b, N, tb, ldb);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    const int64_t sa = a.stride(0), sb = b.stride(0);
+    auto one = [&](int64_t i) {
+      gemm<T>(ta, tb, M, N, K, T(1), pa + i * sa, lda, pb + i * sb, ldb, T(0), pc + i * M * N, N);
+    };
+    if (B >= num_threads() && B > 1) {
+      parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) { for (int64_t i = b0; i < b1; ++i) one(i); });
+    } else {
+      for (int64_t i = 0; i < B; ++i) one(i);
+    }
+  });
+}
+
+}  // namespace ember::cpu

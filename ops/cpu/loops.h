@@ -1,0 +1,126 @@
+// Elementwise iteration on the CPU: one output and up to three inputs that broadcast to the
+// output's shape, any strides, parallel over the elements.
+//
+//   ElementwiseLayout L = make_layout(out, {&a, &b});
+//   cpu_elementwise<float, float, float>(L, [](float x, float y) { return x + y; });
+//
+// Note [Coalescing]: dims of size 1 are dropped and neighbouring dims that are laid out
+// back-to-back for every operand are merged, so a contiguous tensor of any rank becomes one
+// flat loop and a (N, C) + (C) broadcast becomes N rows of C unit-stride elements.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+namespace ember::cpu {
+
+struct ElementwiseLayout {
+  static constexpr int kMaxOperands = 4;
+  int operands = 0;                             // [0] is the output
+  Shape shape;                                  // coalesced iteration shape
+  std::array<Strides, kMaxOperands> strides;    // in elements, 0 where broadcast
+  std::array<char*, kMaxOperands> data{};
+  int64_t numel = 0;
+  bool dense = false;                           // one unit-stride run for every operand
+};
+
+ElementwiseLayout make_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs);
+
+// Elements per chunk below which a loop is not worth splitting across threads.
+constexpr int64_t kElementwiseGrain = 32768;
+
+namespace detail {
+
+// Runs n elements from the given pointers. The common stride patterns (every input unit-stride
+// or broadcast) get loops the compiler can vectorise; anything else takes the strided loop.
+template <class Out, class... In, class F, size_t... I>
+inline void run_inner(Out* o, int64_t so, const std::array<const char*, sizeof...(In)>& in,
+                      const std::array<int64_t, sizeof...(In)>& s, int64_t n, F& f,
+                      std::index_sequence<I...>) {
+  constexpr size_t N = sizeof...(In);
+  auto ptr = [&]<size_t K>(std::integral_constant<size_t, K>) {
+    using T = std::tuple_element_t<K, std::tuple<In...>>;
+    return reinterpret_cast<const T*>(in[K]);
+  };
+  if (so == 1) {
+    unsigned mask = 0;  // bit k: input k is broadcast (stride 0); others must be unit-stride
+    bool unit = true;
+    for (size_t k = 0; k < N; ++k) {
+      if (s[k] == 0) mask |= 1u << k;
+      else unit &= s[k] == 1;
+    }
+    if (unit) {
+      auto go = [&]<unsigned M>(std::integral_constant<unsigned, M>) {
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(ptr(std::integral_constant<size_t, I>{})[((M >> I) & 1u) ? 0 : i]...);
+      };
+      if constexpr (N == 1) {
+        if (mask == 0) return go(std::integral_constant<unsigned, 0>{});
+      } else if constexpr (N == 2) {
+        switch (mask) {
+          case 0: return go(std::integral_constant<unsigned, 0>{});
+          case 1: return go(std::integral_constant<unsigned, 1>{});
+          case 2: return go(std::integral_constant<unsigned, 2>{});
+          default: break;
+        }
+      } else {
+        if (mask == 0) return go(std::integral_constant<unsigned, 0>{});
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) o[i * so] = f(ptr(std::integral_constant<size_t, I>{})[i * s[I]]...);
+}
+
+}  // namespace detail
+
+// Applies f to every element: out[i] = f(in0[i], in1[i], ...).
+template <class Out, class... In, class F>
+void cpu_elementwise(const ElementwiseLayout& L, F f) {
+  constexpr size_t N = sizeof...(In);
+  const int nd = int(L.shape.size());
+  parallel_for(0, L.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    F fn = f;
+    std::array<int64_t, 12> idx{};
+    {
+      int64_t rest = begin;
+      for (int d = nd - 1; d >= 0; --d) {
+        idx[d] = rest % L.shape[d];
+        rest /= L.shape[d];
+      }
+    }
+    std::array<const char*, N> in;
+    std::array<int64_t, N> s;
+    const int last = nd - 1;
+    for (size_t k = 0; k < N; ++k) s[k] = nd ? L.strides[k + 1][last] : 0;
+    const int64_t so = nd ? L.strides[0][last] : 1;
+    while (begin < end) {
+      int64_t off0 = 0;
+      std::array<int64_t, N> offs{};
+      for (int d = 0; d < nd; ++d) {
+        off0 += idx[d] * L.strides[0][d];
+        for (size_t k = 0; k < N; ++k) offs[k] += idx[d] * L.strides[k + 1][d];
+      }
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        ((in[I] = L.data[I + 1] + offs[I] * int64_t(sizeof(std::tuple_element_t<I, std::tuple<In...>>))), ...);
+      }(std::make_index_sequence<N>{});
+      const int64_t row = nd ? L.shape[last] - idx[last] : 1;
+      const int64_t n = std::min(row, end - begin);
+      detail::run_inner<Out, In...>(reinterpret_cast<Out*>(L.data[0]) + off0, so, in, s, n, fn,
+                                    std::make_index_sequence<N>{});
+      begin += n;
+      if (nd == 0) break;
+      idx[last] += n;
+      for (int d = last; d > 0 && idx[d] >= L.shape[d]; --d) {
+        idx[d] = 0;
+        ++idx[d - 1];
+      }
+    }
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,31 @@
+#include "ops/kernels.h"
+
+#include <atomic>
+
+namespace ember {
+
+DeviceKernel<void(UnaryOp, const Tensor&, const Tensor&)> unary_kernel("unary", &cpu::unary);
+DeviceKernel<void(BinaryOp, const Tensor&, const Tensor&, const Tensor&)> binary_kernel("binary", &cpu::binary);
+DeviceKernel<void(CompareOp, const Tensor&, const Tensor&, const Tensor&)> compare_kernel("compare", &cpu::compare);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> where_kernel("where", &cpu::where);
+DeviceKernel<void(const Tensor&, const Tensor&)> copy_kernel("copy", &cpu::copy);
+DeviceKernel<void(const Tensor&, double)> fill_kernel("fill", &cpu::fill);
+DeviceKernel<void(const Tensor&, double, double)> arange_kernel("arange", &cpu::arange);
+DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, double)> uniform_kernel("rand", &cpu::uniform);
+DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, double)> normal_kernel("randn", &cpu::normal);
+DeviceKernel<void(const Tensor&, const Generator&, uint64_t, int64_t, int64_t)> randint_kernel("randint", &cpu::randint);
+DeviceKernel<void(cpu::ReduceOp, const Tensor&, const Tensor&)> reduce_kernel("reduce", &cpu::reduce);
+DeviceKernel<void(bool, const Tensor&, const Tensor&, const Tensor&)> arg_reduce_kernel("arg_reduce", &cpu::arg_reduce);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> bmm_kernel("matmul", &cpu::bmm);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_select_kernel("index_select", &cpu::index_select);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_add_kernel("index_add", &cpu::index_add);
+DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> gather_kernel("gather", &cpu::gather);
+DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel("scatter_add", &cpu::scatter_add);
+
+namespace {
+std::atomic<CrossDeviceCopy> g_cross_device_copy{nullptr};
+}
+void set_cross_device_copy(CrossDeviceCopy fn) { g_cross_device_copy.store(fn); }
+CrossDeviceCopy cross_device_copy() { return g_cross_device_copy.load(); }
+
+}  // namespace ember

@@ -1,0 +1,10 @@
+// Every op, for code inside ember (users include ember.h).
+#pragma once
+
+#include "autograd/autograd.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/index_ops.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/shape_ops.h"
