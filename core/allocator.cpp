@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/caching_allocator.h"
 #include "core/error.h"
 
 namespace ember {
@@ -103,8 +104,8 @@ bool caching_disabled() {
 }
 
 std::unique_ptr<Allocator> make_allocator(std::unique_ptr<RawAllocator> raw) {
-  // The caching allocator arrives with the CUDA issue; until then every device passes through.
-  return std::make_unique<PassThroughAllocator>(std::move(raw));
+  if (caching_disabled()) return std::make_unique<PassThroughAllocator>(std::move(raw));
+  return std::make_unique<CachingAllocator>(std::move(raw));
 }
 
 namespace {
