@@ -1,4 +1,4 @@
-#include "apps/bench_allocator.h"
+#include "apps/bench/bench_allocator.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,53 @@
+#include "apps/bench/bench_ops.h"
+
+#include <cstring>
+#include <ostream>
+#include <thread>
+
+#include "apps/bench/machine_peak.h"
+#include "apps/bench/timing.h"
+#include "ember.h"
+
+namespace ember::bench {
+
+void bench_ops(std::ostream& out) {
+  const int max_threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<int> thread_counts = {1};
+  if (max_threads >= 2) thread_counts.push_back(2);
+  const int previous_threads = num_threads();
+
+  out << "ember bench ops: median of 7 blocks after warm-up; f32; peaks measured in this run\n\n";
+  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak"}, {10, 12, 7, 10, 16, 16, 9});
+  out << table.header() << "\n";
+  for (int threads : thread_counts) {
+    set_num_threads(threads);
+    const double fma_peak = measure_fma_gflops(threads);
+    const double bandwidth = measure_memcpy_gbps(threads);
+    for (int64_t n : {256, 512, 1024, 2048}) {
+      Tensor a = randn({n, n}), b = randn({n, n});
+      const double ms = median_ms([&] { matmul(a, b); });
+      const double gflops = 2.0 * double(n) * double(n) * double(n) / (ms * 1e6);
+      out << table.row({"matmul", std::to_string(n) + "^3", std::to_string(threads), fixed(ms, 3),
+                        fixed(gflops, 1) + " GFLOP/s", fixed(fma_peak, 1) + " GFLOP/s",
+                        fixed(100 * gflops / fma_peak, 1) + "%"})
+          << "\n";
+    }
+    for (const char* name : {"add", "mul"}) {
+      for (int64_t n : {int64_t(1) << 20, int64_t(1) << 24}) {
+        Tensor a = randn({n}), b = randn({n});
+        const bool is_add = std::strcmp(name, "add") == 0;
+        const double ms = median_ms([&] { is_add ? add(a, b) : mul(a, b); });
+        const double gbps = 3.0 * double(n) * 4.0 / (ms * 1e6);  // two reads, one write
+        out << table.row({name, std::to_string(n >> 20) + "M", std::to_string(threads), fixed(ms, 3),
+                          fixed(gbps, 1) + " GB/s", fixed(bandwidth, 1) + " GB/s",
+                          fixed(100 * gbps / bandwidth, 1) + "%"})
+            << "\n";
+      }
+    }
+  }
+  set_num_threads(previous_threads);
+  out << "\npeak: matmul against the FMA peak (all threads running independent FMA chains);\n"
+         "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted).\n";
+}
+
+}  // namespace ember::bench
