@@ -1,0 +1,113 @@
+#include "apps/train/run_log.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/atomic_file.h"
+
+namespace ember::apps {
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  AtomicFile f(path);
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
+std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// One panel: a polyline per series over epochs, with axes, ticks and a legend.
+struct Series {
+  std::string name, colour;
+  std::vector<double> values;
+};
+
+void panel(std::ostringstream& os, double x0, double y0, double w, double h, const std::string& title,
+           const std::vector<Series>& series, int epochs, bool percent) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& s : series)
+    for (double v : s.values)
+      if (std::isfinite(v)) { lo = std::min(lo, v); hi = std::max(hi, v); }
+  if (!std::isfinite(lo)) { lo = 0; hi = 1; }
+  if (hi - lo < 1e-12) { lo -= 0.5; hi += 0.5; }
+  const double pad = (hi - lo) * 0.08;
+  lo -= pad;
+  hi += pad;
+  auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - 1) / double(epochs - 1) : 0.5); };
+  auto Y = [&](double v) { return y0 + h - h * (v - lo) / (hi - lo); };
+  os << "<text x='" << x0 + w / 2 << "' y='" << y0 - 10 << "' text-anchor='middle' font-size='14'>" << title << "</text>\n";
+  os << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
+     << "' fill='none' stroke='#888'/>\n";
+  for (int t = 0; t <= 4; ++t) {
+    const double v = lo + (hi - lo) * t / 4.0;
+    char label[32];
+    std::snprintf(label, sizeof label, percent ? "%.2f%%" : "%.4f", percent ? 100 * v : v);
+    os << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << Y(v) << "' y2='" << Y(v)
+       << "' stroke='#eee'/>\n<text x='" << x0 - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end' font-size='10'>"
+       << label << "</text>\n";
+  }
+  for (int e = 1; e <= epochs; ++e)
+    if (epochs <= 12 || e % ((epochs + 11) / 12) == 0 || e == 1)
+      os << "<text x='" << X(e) << "' y='" << y0 + h + 14 << "' text-anchor='middle' font-size='10'>" << e << "</text>\n";
+  os << "<text x='" << x0 + w / 2 << "' y='" << y0 + h + 30 << "' text-anchor='middle' font-size='11'>epoch</text>\n";
+  int legend = 0;
+  for (const auto& s : series) {
+    os << "<polyline fill='none' stroke='" << s.colour << "' stroke-width='2' points='";
+    for (size_t i = 0; i < s.values.size(); ++i) os << X(double(i + 1)) << "," << Y(s.values[i]) << " ";
+    os << "'/>\n";
+    for (size_t i = 0; i < s.values.size(); ++i)
+      os << "<circle cx='" << X(double(i + 1)) << "' cy='" << Y(s.values[i]) << "' r='3' fill='" << s.colour << "'/>\n";
+    os << "<text x='" << x0 + 10 << "' y='" << y0 + 16 + 14 * legend++ << "' font-size='11' fill='" << s.colour << "'>"
+       << s.name << "</text>\n";
+  }
+}
+
+}  // namespace
+
+void RunLog::write_csv(const std::string& path) const {
+  std::ostringstream os;
+  os << "epoch,train_loss,test_loss,test_accuracy,seconds,lr\n";
+  for (const auto& r : records_) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%d,%.6f,%.6f,%.6f,%.3f,%.6g\n", r.epoch, r.train_loss, r.test_loss,
+                  r.test_accuracy, r.seconds, r.lr);
+    os << line;
+  }
+  write_text(path, os.str());
+}
+
+std::string RunLog::svg(const std::string& title) const {
+  std::ostringstream os;
+  const int epochs = int(records_.size());
+  Series train{"train loss", "#d62728", {}}, test{"test loss", "#1f77b4", {}}, acc{"test accuracy", "#2ca02c", {}};
+  for (const auto& r : records_) {
+    train.values.push_back(r.train_loss);
+    test.values.push_back(r.test_loss);
+    acc.values.push_back(r.test_accuracy);
+  }
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='380' font-family='sans-serif'>\n"
+     << "<rect width='100%' height='100%' fill='white'/>\n"
+     << "<text x='450' y='22' text-anchor='middle' font-size='16'>" << escape_xml(title) << "</text>\n";
+  panel(os, 70, 60, 340, 260, "loss", {train, test}, epochs, false);
+  panel(os, 520, 60, 340, 260, "test accuracy", {acc}, epochs, true);
+  os << "</svg>\n";
+  return os.str();
+}
+
+void RunLog::write_svg(const std::string& path, const std::string& title) const { write_text(path, svg(title)); }
+
+}  // namespace ember::apps
