@@ -17,14 +17,15 @@ endif()
 set(EMBER_CUDA_MODE NONE)
 # Note [sanitizers]: sanitizer builds exist to check kernels on the simulator (and nvcc does
 # not take -fsanitize), so AUTO picks SIM there and ON is refused.
+set(_ember_cuda_request ${EMBER_CUDA})
 if(EMBER_SANITIZE AND EMBER_CUDA STREQUAL "AUTO")
-  set(EMBER_CUDA SIM)
+  set(_ember_cuda_request SIM)
 elseif(EMBER_SANITIZE AND EMBER_CUDA STREQUAL "ON")
   message(FATAL_ERROR "EMBER_SANITIZE=${EMBER_SANITIZE} needs EMBER_CUDA=SIM, AUTO or OFF, got ON")
 endif()
-if(EMBER_CUDA STREQUAL "SIM")
+if(_ember_cuda_request STREQUAL "SIM")
   set(EMBER_CUDA_MODE SIM)
-elseif(EMBER_CUDA MATCHES "^(AUTO|ON)$")
+elseif(_ember_cuda_request MATCHES "^(AUTO|ON)$")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
@@ -39,14 +40,22 @@ if(EMBER_CUDA_MODE STREQUAL "REAL")
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures the kernels are compiled for")
   endif()
-  # Note [nvcc C++20]: CMake 3.25 does not know how to ask nvcc for C++20, so
-  # CMAKE_CUDA_STANDARD 20 alone fails; the flag is passed by hand and the standard left unset.
-  string(APPEND CMAKE_CUDA_FLAGS " -std=c++20")
   enable_language(CUDA)
+  # Note [nvcc C++20]: CMake 3.25 does not know nvcc's C++20 flag, and CUDA targets inherit
+  # CXX_STANDARD 20 ("requires the language dialect CUDA20"); teach it the flag.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION OR CMAKE_CUDA20_STANDARD_COMPILE_OPTION STREQUAL "")
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
 endif()
 
-message(STATUS "ember: EMBER_CUDA=${EMBER_CUDA} -> CUDA backend: ${EMBER_CUDA_MODE}")
+if(EMBER_SANITIZE)
+  set(_ember_cuda_note " (sanitizer build)")
+endif()
+message(STATUS "ember: EMBER_CUDA=${EMBER_CUDA}${_ember_cuda_note} -> CUDA backend: ${EMBER_CUDA_MODE}")
 
 # ---- shared settings of every target that compiles kernel sources ----------------------------
 # ember_cuda_language: include path, EMBER_CUDA_REAL / EMBER_CUDA_SIM, warnings and nvcc flags.

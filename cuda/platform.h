@@ -30,6 +30,9 @@
 #define EMBER_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::ember::sim::dynamic_shared_memory())
 #endif
 
+// Device helpers exist where kernels are compiled: nvcc, or any compiler in SIM mode (the host
+// compiler also includes this file for the runtime API, in cuda/runtime.cpp).
+#if defined(__CUDACC__) || defined(EMBER_CUDA_SIM)
 namespace ember::cuda {
 
 // A relaxed atomic load (a plain read on a GPU; an atomic one here, so ThreadSanitizer does not
@@ -55,3 +58,4 @@ __device__ __forceinline__ float atomic_max(float* address, float value) {
 }
 
 }  // namespace ember::cuda
+#endif

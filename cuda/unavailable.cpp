@@ -14,7 +14,7 @@ namespace {
 
 namespace detail {
 void throw_cuda_error(int status, const char* call, const char* file, int line) {
-  throw Error(concat(call, " failed at ", file, ":", line, ": CUDA error ", status), file, line);
+  throw Error(ember::detail::concat(call, " failed at ", file, ":", line, ": CUDA error ", status), file, line);
 }
 }  // namespace detail
 
