@@ -1,0 +1,63 @@
+// The SIMT simulator's engine: runs a kernel launch on CPU threads and implements the
+// block- and warp-level synchronisation the kernel language needs.
+//
+//   ember::sim::launch({"saxpy", &saxpy, grid, block, 0}, body);   // what cuda/launch.h does
+//
+// Execution model (see cuda/README.md):
+// - ONE CUDA THREAD = ONE OS THREAD from a persistent pool (grown on demand, reused across
+//   blocks and launches). The threads of a block run concurrently, so ThreadSanitizer sees the
+//   same races a GPU would have; __syncthreads is a real barrier among them.
+// - The blocks of a grid run one after another, and launches one at a time (a process-wide
+//   lock); this is what lets static __shared__ be a function-local `static` (Note [static
+//   __shared__] in builtins.h). Races between blocks are therefore not observed.
+// - Every launch is synchronous: when launch() returns, the kernel has finished; a misuse the
+//   simulator detects (divergent barrier, bad shuffle mask, kernel exception) is an
+//   ember::Error thrown from launch() naming the kernel and the source location.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <string_view>
+
+#include "cuda/sim/builtins.h"
+
+namespace ember::sim {
+
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr size_t kDefaultMaxDynamicSharedBytes = 48 * 1024;
+constexpr size_t kMaxDynamicSharedBytesOptin = 227 * 1024;  // sm_90
+
+// A kernel call with its arguments bound: invoke(context) runs one CUDA thread's work.
+struct KernelBody {
+  const void* context;
+  void (*invoke)(const void* context);
+};
+
+struct LaunchSpec {
+  std::string_view kernel_name;  // for messages
+  const void* kernel;            // identity, for per-kernel attributes
+  dim3 grid;
+  dim3 block;
+  size_t dynamic_shared_bytes;
+};
+
+// Runs body on grid x block CUDA threads; throws ember::Error on a launch error or a kernel
+// misuse. The caller has validated the grid and block shape (cuda/launch.h does).
+void launch(const LaunchSpec& spec, KernelBody body);
+
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
+void set_max_dynamic_shared_bytes(const void* kernel, size_t bytes);
+size_t max_dynamic_shared_bytes(const void* kernel);
+
+// ---- called from kernel code (through builtins in sync.h) -----------------------------------
+enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_xor };
+
+void* dynamic_shared_memory();
+void syncthreads(const std::source_location& where);
+// One lane's part of a warp-wide operation among the lanes of `mask`; returns this lane's
+// result (the shuffled value's bits, or the ballot).
+uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
+                         const std::source_location& where);
+
+}  // namespace ember::sim
