@@ -9,6 +9,7 @@
 
 #include "core/caching_allocator.h"
 #include "core/error.h"
+#include "cuda/runtime.h"
 
 namespace ember {
 
@@ -126,6 +127,7 @@ void register_allocator(DeviceType type, Allocator* allocator) {
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
   Allocator* a = g_cuda_allocator.load();
+  if (!a && cuda::init()) a = g_cuda_allocator.load();  // first use of the device
   EMBER_CHECK(a != nullptr, "device ", device,
               " is not available: this build of ember has no CUDA backend or no GPU is visible");
   return *a;
