@@ -23,11 +23,13 @@ Edge edge_for(const Tensor& t) {
 
 // Adds a gradient into a leaf's .grad(). The first gradient is adopted when nothing else can
 // see it (no copy); otherwise it is copied, because a stored .grad() may later be modified in
-// place (gradient clipping) and must not alias another tensor.
+// place (gradient clipping) and must not alias another tensor. "Nothing else" covers the
+// storage too: a view op's backward returns a fresh handle on storage that other gradients
+// (another leaf's, through add's shared gradient) may also view.
 void accumulate_into_leaf(AutogradMeta& leaf, const Tensor& g) {
   if (!leaf.grad.defined()) {
-    const bool exclusive = g.impl_ptr().use_count() == 1 && g.is_contiguous() && g.offset() == 0 &&
-                           g.storage().nbytes == g.nbytes();
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
+                           g.is_contiguous() && g.offset() == 0 && g.storage().nbytes == g.nbytes();
     leaf.grad = exclusive ? g : g.clone();
   } else {
     leaf.grad = add(leaf.grad, g);
