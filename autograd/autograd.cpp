@@ -37,6 +37,25 @@ void accumulate_into_leaf(AutogradMeta& leaf, const Tensor& g) {
 }
 }  // namespace
 
+// Note [Iterative teardown]: a node owns the nodes of its inputs, so the graph of an N-op chain
+// (an unrolled RNN, a long loop) would otherwise be destroyed by N nested destructor calls and
+// overflow the stack. Each node instead moves the input nodes it solely owns onto a local
+// stack before it dies; they are released one at a time, each with its own inputs already
+// taken, so the depth of the recursion is one.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt_inputs = [&orphans](Node& n) {
+    for (Edge& e : n.inputs)
+      if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+  };
+  adopt_inputs(*this);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    adopt_inputs(*n);
+  }  // n dies here with no input nodes left to destroy recursively
+}
+
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
