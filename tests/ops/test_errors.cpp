@@ -150,3 +150,21 @@ TEST_CASE("errors: undefined tensors and bad creation arguments", "[ops][errors]
   REQUIRE_THROWS_WITH(clamp(ones({2}), 1.0, 0.0), Contains("clamp: expected lo <= hi, got 1 > 0"));
   REQUIRE_THROWS_WITH(amax(ones({0, 3}), {0}), Contains("amax: cannot reduce over an empty dim"));
 }
+
+TEST_CASE("errors: ops that index a dim refuse 0-d tensors instead of reading past the shape",
+          "[ops][errors][scalar]") {
+  Tensor s = full({}, 1.0);
+  REQUIRE_THROWS_WITH(s.size(0), Contains("size: expected a tensor with at least one dim, got a 0-d tensor"));
+  REQUIRE_THROWS_WITH(s.stride(-1), Contains("stride: expected a tensor with at least one dim"));
+  REQUIRE_THROWS_WITH(s.narrow(0, 0, 1), Contains("narrow: expected a tensor with at least one dim"));
+  REQUIRE_THROWS_WITH(s.select(0, 0), Contains("select: expected a tensor with at least one dim"));
+  REQUIRE_THROWS_WITH(s.slice(0, 0, 1), Contains("slice: expected a tensor with at least one dim"));
+  REQUIRE_THROWS_WITH(cat({s, s}), Contains("cat: expected tensors with at least one dim, got a 0-d tensor"));
+  REQUIRE_THROWS_WITH(split(s, 1), Contains("split: expected a tensor with at least one dim"));
+  REQUIRE_THROWS_WITH(chunk(s, 1), Contains("chunk: expected a tensor with at least one dim"));
+  // What a 0-d tensor does support: dim 0 / -1 in reductions, unsqueeze, squeeze, transpose(0, 0).
+  CHECK(s.transpose(0, -1).dim() == 0);
+  CHECK(s.squeeze(0).dim() == 0);
+  CHECK(s.unsqueeze(-1).shape() == Shape{1});
+  CHECK(stack({s, s}).shape() == Shape{2});
+}
