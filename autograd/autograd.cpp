@@ -112,6 +112,8 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
   }
   EMBER_CHECK(seed.shape() == root.shape(), "backward: gradient has shape ", shape_str(seed.shape()),
               " but the output has shape ", shape_str(root.shape()));
+  EMBER_CHECK(seed.dtype() == root.dtype(), "backward: gradient has dtype ", dtype_name(seed.dtype()),
+              " but the output has dtype ", dtype_name(root.dtype()));
 
   NoGradGuard no_grad;
   if (!meta->grad_fn) {

@@ -103,6 +103,12 @@ TEST_CASE("errors: autograd misuse", "[ops][errors][autograd]") {
     REQUIRE_THROWS_WITH(mul(x, 2.0).backward(ones({3, 2})),
                         Contains("backward: gradient has shape (3, 2) but the output has shape (2, 3)"));
   }
+  SECTION("backward with a gradient of the wrong dtype") {
+    // Caught at the seed, not later as a confusing mismatch inside the first node.
+    Tensor x = ones({2}, {.requires_grad = true});
+    REQUIRE_THROWS_WITH(mul(x, 2.0).backward(ones({2}, {.dtype = DType::f64})),
+                        "backward: gradient has dtype f64 but the output has dtype f32");
+  }
   SECTION("in-place write to a leaf that requires grad") {
     Tensor x = ones({3}, {.requires_grad = true});
     REQUIRE_THROWS_WITH(x.fill_(2.0), Contains("fill_: in-place write to a tensor that requires grad"));
