@@ -23,17 +23,38 @@ Edge edge_for(const Tensor& t) {
 
 // Adds a gradient into a leaf's .grad(). The first gradient is adopted when nothing else can
 // see it (no copy); otherwise it is copied, because a stored .grad() may later be modified in
-// place (gradient clipping) and must not alias another tensor.
+// place (gradient clipping) and must not alias another tensor. "Nothing else" covers the
+// storage too: a view op's backward returns a fresh handle on storage that other gradients
+// (another leaf's, through add's shared gradient) may also view.
 void accumulate_into_leaf(AutogradMeta& leaf, const Tensor& g) {
   if (!leaf.grad.defined()) {
-    const bool exclusive = g.impl_ptr().use_count() == 1 && g.is_contiguous() && g.offset() == 0 &&
-                           g.storage().nbytes == g.nbytes();
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 &&
+                           g.is_contiguous() && g.offset() == 0 && g.storage().nbytes == g.nbytes();
     leaf.grad = exclusive ? g : g.clone();
   } else {
     leaf.grad = add(leaf.grad, g);
   }
 }
 }  // namespace
+
+// Note [Iterative teardown]: a node owns the nodes of its inputs, so the graph of an N-op chain
+// (an unrolled RNN, a long loop) would otherwise be destroyed by N nested destructor calls and
+// overflow the stack. Each node instead moves the input nodes it solely owns onto a local
+// stack before it dies; they are released one at a time, each with its own inputs already
+// taken, so the depth of the recursion is one.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt_inputs = [&orphans](Node& n) {
+    for (Edge& e : n.inputs)
+      if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
+  };
+  adopt_inputs(*this);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> n = std::move(orphans.back());
+    orphans.pop_back();
+    adopt_inputs(*n);
+  }  // n dies here with no input nodes left to destroy recursively
+}
 
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
@@ -91,6 +112,8 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
   }
   EMBER_CHECK(seed.shape() == root.shape(), "backward: gradient has shape ", shape_str(seed.shape()),
               " but the output has shape ", shape_str(root.shape()));
+  EMBER_CHECK(seed.dtype() == root.dtype(), "backward: gradient has dtype ", dtype_name(seed.dtype()),
+              " but the output has dtype ", dtype_name(root.dtype()));
 
   NoGradGuard no_grad;
   if (!meta->grad_fn) {

@@ -49,6 +49,11 @@ struct Node {
   uint64_t sequence = 0;
   std::vector<Edge> inputs;
   BackwardFn backward;  // reset after use unless the graph is retained
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // iterative, see Note [Iterative teardown] in autograd.cpp
 };
 
 struct AutogradMeta {

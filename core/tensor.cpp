@@ -36,9 +36,16 @@ Tensor Tensor::view_of(const Tensor& base, Shape shape, Strides strides, int64_t
   return Tensor(std::move(impl));
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+// normalize_dim accepts dim 0 / -1 of a 0-d tensor (for reductions); there is no size to read.
+int64_t Tensor::size(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "size: expected a tensor with at least one dim, got a 0-d tensor");
+  return shape()[size_t(normalize_dim(d, dim(), "size"))];
+}
 
-int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim(), "stride")]; }
+int64_t Tensor::stride(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "stride: expected a tensor with at least one dim, got a 0-d tensor");
+  return strides()[size_t(normalize_dim(d, dim(), "stride"))];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;

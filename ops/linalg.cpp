@@ -53,7 +53,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   EMBER_CHECK(K == K2, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
               " cannot be multiplied (", K, " != ", K2, ")");
   const Shape batch_a(a2.shape().begin(), a2.shape().end() - 2), batch_b(b2.shape().begin(), b2.shape().end() - 2);
-  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dims)");
   const int64_t B = numel_of(batch);
   auto as_batched = [&](const Tensor& t, int64_t rows, int64_t cols) {
     Shape full = batch;

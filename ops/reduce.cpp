@@ -118,7 +118,11 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "mean: expected a floating tensor, got ", dtype_name(x.dtype()));
   int64_t count = 1;
   if (dims.empty()) count = x.numel();
-  else for (int64_t d : dims) count *= x.shape()[normalize_dim(d, x.dim(), "mean")];
+  else
+    for (int64_t d : dims) {
+      const int64_t n = normalize_dim(d, x.dim(), "mean");
+      if (x.dim() > 0) count *= x.shape()[size_t(n)];  // a 0-d tensor accepts dim 0 / -1 (one element)
+    }
   return mul(sum(x, dims, keepdim), 1.0 / double(count));
 }
 

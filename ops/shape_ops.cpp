@@ -73,6 +73,12 @@ std::optional<Strides> view_strides(const Shape& shape, const Strides& strides, 
   return out;
 }
 
+// normalize_dim accepts dim 0 / -1 of a 0-d tensor (for reductions); ops that index a dim's
+// size must refuse it instead of reading past the empty shape.
+void check_has_dims(const Tensor& x, const char* op) {
+  EMBER_CHECK(x.dim() > 0, op, ": expected a tensor with at least one dim, got a 0-d tensor");
+}
+
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& shape) {
@@ -110,6 +116,11 @@ Tensor permute(const Tensor& x, const Dims& order) {
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  if (x.dim() == 0) {  // transpose(0, 0) of a scalar is the scalar (as in PyTorch)
+    normalize_dim(dim0, 0, "transpose");
+    normalize_dim(dim1, 0, "transpose");
+    return permute(x, {});
+  }
   Dims order(size_t(x.dim()));
   for (int64_t i = 0; i < x.dim(); ++i) order[size_t(i)] = i;
   std::swap(order[size_t(normalize_dim(dim0, x.dim(), "transpose"))], order[size_t(normalize_dim(dim1, x.dim(), "transpose"))]);
@@ -183,6 +194,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check_has_dims(x, "slice");
   const int64_t d = normalize_dim(dim, x.dim(), "slice");
   EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t n = x.shape()[size_t(d)];
@@ -203,6 +215,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  check_has_dims(x, "narrow");
   const int64_t d = normalize_dim(dim, x.dim(), "narrow");
   const int64_t n = x.shape()[size_t(d)];
   if (start < 0) start += n;
@@ -212,6 +225,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  check_has_dims(x, "select");
   const int64_t d = normalize_dim(dim, x.dim(), "select");
   const int64_t n = x.shape()[size_t(d)];
   EMBER_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", dim, " of size ", n);
@@ -222,6 +236,7 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "cat: expected at least one tensor");
   const Tensor& first = tensors[0];
+  EMBER_CHECK(first.dim() > 0, "cat: expected tensors with at least one dim, got a 0-d tensor (use stack)");
   const int64_t d = normalize_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
   shape[size_t(d)] = 0;
@@ -273,6 +288,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   EMBER_CHECK(size > 0, "split: size must be positive, got ", size);
+  check_has_dims(x, "split");
   const int64_t d = normalize_dim(dim, x.dim(), "split");
   std::vector<Tensor> parts;
   const int64_t n = x.shape()[size_t(d)];
@@ -282,6 +298,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
+  check_has_dims(x, "chunk");
   const int64_t n = x.shape()[size_t(normalize_dim(dim, x.dim(), "chunk"))];
   return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
 }

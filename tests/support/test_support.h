@@ -1,3 +1,83 @@
-// Helpers for ember's tests.
+// Helpers for ember's tests: value comparison that names the worst element, PyTorch fixtures
+// read from tests/data/, and a gradcheck assertion that prints its report.
+//
+//   REQUIRE_THAT(matmul(a, b), test::all_close(expected, /*rtol=*/1e-5, /*atol=*/1e-6));
+//   test::Fixtures fx("ops_fixtures.safetensors");
+//   Tensor x = fx.get("exp/in0");
+//   test::require_gradcheck([](const TensorList& in) { return exp(in[0]); }, {x.to(DType::f64)});
 #pragma once
+
 #include <catch2/catch.hpp>
+
+#include <functional>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+
+namespace ember::test {
+
+// ---- value comparison ---------------------------------------------------------------------------
+// Element-wise |got - expected| <= atol + rtol * |expected| (NaN matches NaN, inf matches the
+// same inf). Shapes must be equal; dtypes may differ (both are compared as f64).
+struct CloseResult {
+  bool ok = true;
+  std::string message;  // on failure: the shape mismatch, or the worst element and how many failed
+};
+CloseResult compare_close(const Tensor& got, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+
+// Catch matcher form: REQUIRE_THAT(got, all_close(expected, rtol, atol)). The description
+// names the worst element: its index, the value got, the value expected.
+class AllClose : public Catch::MatcherBase<Tensor> {
+ public:
+  AllClose(Tensor expected, double rtol, double atol) : expected_(std::move(expected)), rtol_(rtol), atol_(atol) {}
+  bool match(const Tensor& got) const override;
+  std::string describe() const override;
+
+ private:
+  Tensor expected_;
+  double rtol_, atol_;
+  mutable std::string last_;
+};
+AllClose all_close(const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+
+// Assertion form, usable in helper functions: CHECKs (non-fatal) and prints the message.
+void check_close(const Tensor& got, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+
+// ---- fixtures ---------------------------------------------------------------------------------------
+// Absolute path of a file in tests/data/.
+std::string data_path(const std::string& file);
+
+// Every tensor of tests/data/<file> (a safetensors file), by name, as ember Tensors on the CPU.
+class Fixtures {
+ public:
+  explicit Fixtures(const std::string& file);
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // A missing name is an ember::Error naming the file and the name.
+  Tensor get(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::vector<std::string> names() const;
+
+ private:
+  std::string file_;
+  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// ---- gradients ---------------------------------------------------------------------------------------
+// Runs gradcheck and REQUIREs success, printing the report (the worst element) on failure.
+void require_gradcheck(const std::function<Tensor(const autograd::TensorList&)>& fn,
+                       const autograd::TensorList& inputs, GradcheckOptions options = {});
+
+// ---- inputs ---------------------------------------------------------------------------------------------
+// The same values as `x` in a non-contiguous layout (a fresh leaf without autograd history):
+enum class Layout { contiguous, permuted, strided };
+// permuted: stored with the dims reversed and viewed back through permute (needs two dims of
+// size > 1; other tensors fall back to strided); strided: every other element of a buffer twice as long in the
+// last dim (rank >= 1; a 0-d tensor is returned as a copy).
+Tensor relayout(const Tensor& x, Layout layout);
+const char* layout_name(Layout layout);
+
+}  // namespace ember::test

@@ -1,0 +1,221 @@
+#!/usr/bin/python3
+"""Writes ops_fixtures.safetensors beside this script: PyTorch's forward values and gradients
+for every case of the op table in tests/ops/test_op_table.cpp.
+
+Run with Debian's python3-torch (1.13):
+    /usr/bin/python3 tests/data/make_fixtures.py
+The output is deterministic. CI never runs this script; it reads the file.
+
+For each case NAME the file holds (all f32):
+    NAME/in0, NAME/in1, ...   the inputs (values drawn here, away from every kink)
+    NAME/w                    fixed weights, shaped like the output
+    NAME/out                  op(inputs)
+    NAME/grad0, ...           d sum(out * w) / d input_i
+The case names, input shapes and the op each applies must match the C++ table (the C++ test
+checks the shapes and fails on a case that has no fixture).
+"""
+import json
+import math
+import os
+import struct
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# Constant (non-differentiable) operands, spelled identically in test_op_table.cpp.
+COND = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+MASK = torch.tensor([1, 0, 0, 1], dtype=torch.bool)
+SELECT_IDX = torch.tensor([2, 0, 2])
+ADD_IDX = torch.tensor([0, 2, 0])
+GATHER1_IDX = torch.tensor([[0, 3], [1, 1], [2, 0]])
+GATHER0_IDX = torch.tensor([[0, 1, 2, 0], [2, 2, 1, 0]])
+SCATTER_IDX = torch.tensor([[0, 1, 3], [3, 3, 0]])
+INF = math.inf
+
+
+def norm(p, dim=None, keepdim=False):
+    return lambda x: torch.linalg.vector_norm(x, p, dim=dim, keepdim=keepdim)
+
+
+def split_case(x):
+    p = torch.split(x, 2, dim=1)
+    return torch.cat([p[2], p[0], 2 * p[1]], 1)
+
+
+def chunk_case(x):
+    p = torch.chunk(x, 3, dim=0)
+    return p[1] - 2 * p[0]
+
+
+# name, [(input shape, domain)], op. Domains: "n" = uniform(-2, 2) kept 0.06 away from 0, +-0.5
+# and +-1 (the kinks of abs/relu/clamp/maximum in the table); "p" = uniform(0.5, 2).
+A = ((3, 4), "n")
+P = ((3, 4), "p")
+X3 = ((2, 3, 4), "n")
+CASES = [
+    # ---- unary
+    ("neg", [A], lambda x: -x),
+    ("abs", [A], torch.abs),
+    ("exp", [A], torch.exp),
+    ("log", [P], torch.log),
+    ("log1p", [P], torch.log1p),
+    ("sqrt", [P], torch.sqrt),
+    ("rsqrt", [P], torch.rsqrt),
+    ("square", [A], torch.square),
+    ("relu", [A], torch.relu),
+    ("sigmoid", [A], torch.sigmoid),
+    ("tanh", [A], torch.tanh),
+    ("gelu", [A], F.gelu),
+    ("softplus", [A], F.softplus),
+    ("exp_expanded", [((1, 4), "n")], lambda x: torch.exp(x.expand(3, 4))),
+    ("tanh_rank3", [X3], torch.tanh),
+    # ---- binary, with broadcasting
+    ("add", [A, A], torch.add),
+    ("add_bcast", [((3, 1), "n"), ((1, 4), "n")], torch.add),
+    ("add_bcast_rank", [X3, ((4,), "n")], torch.add),
+    ("add_scalar", [A], lambda x: x + 2.5),
+    ("sub", [A, A], torch.sub),
+    ("sub_bcast", [X3, ((3, 1), "n")], torch.sub),
+    ("rsub_scalar", [A], lambda x: 1.5 - x),
+    ("mul", [A, A], torch.mul),
+    ("mul_bcast", [((3, 1), "n"), ((1, 4), "n")], torch.mul),
+    ("mul_expanded", [((1, 4), "n"), ((3, 1), "n")], lambda a, b: a.expand(3, 4) * b.expand(3, 4)),
+    ("mul_scalar", [A], lambda x: x * -3.0),
+    ("div", [A, P], torch.div),
+    ("div_bcast", [X3, ((4,), "p")], torch.div),
+    ("rdiv_scalar", [P], lambda x: 2.0 / x),
+    ("pow", [P, A], torch.pow),
+    ("pow_bcast", [P, ((4,), "n")], torch.pow),
+    ("pow_scalar", [A], lambda x: x ** 3.0),
+    ("pow_half", [P], lambda x: x ** 0.5),
+    ("maximum", [A, A], torch.maximum),
+    ("maximum_bcast", [A, ((4,), "n")], torch.maximum),
+    ("maximum_scalar", [A], lambda x: torch.clamp_min(x, 0.25)),
+    ("minimum", [A, A], torch.minimum),
+    ("minimum_bcast", [((3, 1), "n"), A], torch.minimum),
+    ("clamp", [A], lambda x: torch.clamp(x, -0.5, 1.0)),
+    ("clamp_lo", [A], lambda x: torch.clamp(x, min=-0.5)),
+    ("clamp_hi", [A], lambda x: torch.clamp(x, max=0.5)),
+    ("where", [A, A], lambda a, b: torch.where(COND, a, b)),
+    ("where_bcast", [((3, 1), "n"), ((4,), "n")], lambda a, b: torch.where(COND, a, b)),
+    ("masked_fill", [A], lambda x: x.masked_fill(MASK, -1.5)),
+    # ---- reductions
+    ("sum_all", [X3], lambda x: x.sum()),
+    ("sum_dims_keep", [X3], lambda x: x.sum((0, 2), keepdim=True)),
+    ("sum_last", [X3], lambda x: x.sum(-1)),
+    ("sum_middle", [X3], lambda x: x.sum(1)),
+    ("mean_all", [X3], lambda x: x.mean()),
+    ("mean_dim", [X3], lambda x: x.mean(1)),
+    ("var_all", [X3], lambda x: x.var()),
+    ("var_dim", [X3], lambda x: x.var(1)),
+    ("var_dims_keep", [X3], lambda x: x.var((0, 2), keepdim=True)),
+    ("var_biased", [X3], lambda x: x.var(1, unbiased=False)),
+    ("stddev_all", [X3], lambda x: x.std()),
+    ("stddev_dim", [X3], lambda x: x.std(2)),
+    ("amax_dim", [X3], lambda x: x.amax(1)),
+    ("amax_all", [X3], lambda x: x.amax()),
+    ("amin_dims_keep", [X3], lambda x: x.amin((0, 2), keepdim=True)),
+    ("max_dim", [X3], lambda x: torch.max(x, 1).values),
+    ("min_dim_keep", [X3], lambda x: torch.min(x, 0, keepdim=True).values),
+    ("max_all", [X3], lambda x: x.max()),
+    ("logsumexp_dim", [X3], lambda x: torch.logsumexp(x, 1)),
+    ("logsumexp_keep", [X3], lambda x: torch.logsumexp(x, (0, 2), keepdim=True)),
+    ("norm1", [X3], norm(1, dim=1)),
+    ("norm2", [X3], norm(2, dim=1)),
+    ("norm2_all", [X3], norm(2)),
+    ("norm2_keep", [X3], norm(2, dim=(0, 2), keepdim=True)),
+    ("norminf", [X3], norm(INF, dim=2)),
+    ("norm3", [X3], norm(3, dim=1)),
+    # ---- matmul
+    ("matmul_mm", [A, ((4, 5), "n")], torch.matmul),
+    ("matmul_mv", [A, ((4,), "n")], torch.matmul),
+    ("matmul_vm", [((4,), "n"), ((4, 5), "n")], torch.matmul),
+    ("matmul_dot", [((4,), "n"), ((4,), "n")], torch.matmul),
+    ("matmul_bmm", [X3, ((2, 4, 5), "n")], torch.matmul),
+    ("matmul_bcast_batch", [((2, 1, 3, 4), "n"), ((3, 4, 5), "n")], torch.matmul),
+    ("matmul_batched_2d", [X3, ((4, 5), "n")], torch.matmul),
+    ("matmul_vec_batched", [((4,), "n"), ((2, 4, 5), "n")], torch.matmul),
+    ("matmul_expanded", [((1, 3, 4), "n"), ((2, 4, 5), "n")], lambda a, b: torch.matmul(a.expand(2, 3, 4), b)),
+    # ---- shapes and views
+    ("reshape", [X3], lambda x: x.reshape(6, 4)),
+    ("reshape_infer", [X3], lambda x: x.reshape(4, -1)),
+    ("view", [X3], lambda x: x.view(2, 12)),
+    ("permute", [X3], lambda x: x.permute(2, 0, 1)),
+    ("transpose", [X3], lambda x: x.transpose(0, 2)),
+    ("flatten", [X3], lambda x: x.flatten(1)),
+    ("squeeze", [((2, 1, 3), "n")], lambda x: x.squeeze()),
+    ("squeeze_dim", [((2, 1, 3), "n")], lambda x: x.squeeze(1)),
+    ("unsqueeze", [((2, 3), "n")], lambda x: x.unsqueeze(1)),
+    ("expand", [((3, 1), "n")], lambda x: x.expand(2, 3, 4)),
+    ("narrow", [((3, 5), "n")], lambda x: x.narrow(1, 1, 3)),
+    ("slice_step", [((3, 6), "n")], lambda x: x[:, 1:6:2]),
+    ("select", [A], lambda x: x.select(1, 2)),
+    ("select_neg", [A], lambda x: x.select(0, -1)),
+    ("cat", [((2, 3), "n"), ((2, 2), "n")], lambda a, b: torch.cat([a, b], 1)),
+    ("cat0", [((2, 3), "n"), ((1, 3), "n")], lambda a, b: torch.cat([a, b], 0)),
+    ("stack", [((2, 3), "n"), ((2, 3), "n")], lambda a, b: torch.stack([a, b], 1)),
+    ("split", [((3, 5), "n")], split_case),
+    ("chunk", [((4, 3), "n")], chunk_case),
+    # ---- indexing
+    ("index_select", [A], lambda x: torch.index_select(x, 1, SELECT_IDX)),
+    ("index_add", [((4, 3), "n"), ((3, 3), "n")], lambda x, s: torch.index_add(x, 0, ADD_IDX, s)),
+    ("gather", [A], lambda x: torch.gather(x, 1, GATHER1_IDX)),
+    ("gather0", [A], lambda x: torch.gather(x, 0, GATHER0_IDX)),
+    ("scatter_add", [A, ((2, 3), "n")], lambda x, s: torch.scatter_add(x, 1, SCATTER_IDX, s)),
+    # ---- copies
+    ("clone", [A], lambda x: x.clone()),
+    ("to_dtype", [A], lambda x: (x.double() * 2).float()),
+]
+
+
+def draw(rng, shape, domain):
+    n = int(np.prod(shape))
+    if domain == "p":
+        values = rng.uniform(0.5, 2.0, n)
+    else:
+        kinks = np.array([0.0, 0.5, -0.5, 1.0, -1.0])
+        values = rng.uniform(-2.0, 2.0, n)
+        while True:
+            bad = np.abs(values[:, None] - kinks[None, :]).min(axis=1) < 0.06
+            if not bad.any():
+                break
+            values[bad] = rng.uniform(-2.0, 2.0, int(bad.sum()))
+    return values.astype(np.float32).reshape(shape)
+
+
+def main():
+    tensors = {}
+    for name, specs, op in CASES:
+        assert "/" not in name and name not in {n.split("/")[0] for n in tensors}, name
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        inputs = [torch.tensor(draw(rng, shape, domain), requires_grad=True) for shape, domain in specs]
+        out = op(*inputs)
+        w = torch.tensor(rng.uniform(-1.0, 1.0, tuple(out.shape)).astype(np.float32))
+        (out * w).sum().backward()
+        for i, x in enumerate(inputs):
+            tensors[f"{name}/in{i}"] = x.detach().numpy()
+            tensors[f"{name}/grad{i}"] = x.grad.numpy()
+        tensors[f"{name}/w"] = w.numpy()
+        tensors[f"{name}/out"] = out.detach().numpy()
+
+    header, chunks, offset = {"__metadata__": {"written_by": "make_fixtures.py", "torch": torch.__version__}}, [], 0
+    for key in sorted(tensors):
+        data = np.ascontiguousarray(tensors[key], dtype="<f4").tobytes()
+        header[key] = {"dtype": "F32", "shape": list(tensors[key].shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_fixtures.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for chunk in chunks:
+            f.write(chunk)
+    print(f"wrote {path}: {len(CASES)} cases, {8 + len(text) + offset} bytes")
+
+
+if __name__ == "__main__":
+    main()

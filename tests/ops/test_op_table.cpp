@@ -1,0 +1,265 @@
+// One table of op cases, in the style of ggml's test-backend-ops. For every case:
+//   (a) an f64 finite-difference gradcheck with the inputs contiguous, permuted and strided
+//       (and the forward values of the three layouts agree);
+//   (b) f32 forward values and gradients against PyTorch (tests/data/ops_fixtures.safetensors,
+//       written by tests/data/make_fixtures.py, which also draws the inputs).
+// Broadcast and expanded operands are cases of their own (the expand happens inside the op
+// function, since gradcheck perturbs its leaves in place and they must not overlap).
+// A new case needs a line here and the same-named line in make_fixtures.py.
+#include <set>
+
+#include "support/test_support.h"
+
+using namespace ember;
+using autograd::TensorList;
+
+namespace {
+
+using OpFn = std::function<Tensor(const TensorList&)>;
+
+enum CaseFlags : unsigned {
+  kContiguousOnly = 1u << 0,  // the op requires a contiguous input (view)
+  kCoarseEps = 1u << 1,       // goes through f32 inside: finite differences need a large eps
+};
+
+struct OpCase {
+  const char* name;
+  std::vector<Shape> shapes;
+  OpFn build;
+  unsigned flags = 0;
+};
+
+#define OP1(expr) [](const TensorList& in) -> Tensor { const Tensor& x = in[0]; return expr; }
+#define OP2(expr) [](const TensorList& in) -> Tensor { const Tensor& a = in[0]; const Tensor& b = in[1]; return expr; }
+
+// The constant operands of make_fixtures.py.
+Tensor bools(std::vector<uint8_t> v, Shape shape) { return tensor<uint8_t>(v, shape).to(DType::boolean); }
+Tensor cond_3x4() { return bools({1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0}, {3, 4}); }
+Tensor mask_4() { return bools({1, 0, 0, 1}, {4}); }
+Tensor ids(std::vector<int64_t> v, Shape shape) { return tensor<int64_t>(v, shape); }
+
+Tensor split_case(const Tensor& x) {
+  auto p = split(x, 2, 1);
+  return cat({p[2], p[0], mul(p[1], 2.0)}, 1);
+}
+Tensor chunk_case(const Tensor& x) {
+  auto p = chunk(x, 3, 0);
+  return sub(p[1], mul(p[0], 2.0));
+}
+Tensor to_dtype_case(const Tensor& x) {
+  const DType other = x.dtype() == DType::f64 ? DType::f32 : DType::f64;
+  return mul(x.to(other), 2.0).to(x.dtype());
+}
+
+const Shape A{3, 4}, X3{2, 3, 4};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<OpCase>& op_table() {
+  static const std::vector<OpCase> table = {
+      // ---- unary
+      {"neg", {A}, OP1(neg(x))},
+      {"abs", {A}, OP1(abs(x))},
+      {"exp", {A}, OP1(exp(x))},
+      {"log", {A}, OP1(log(x))},
+      {"log1p", {A}, OP1(log1p(x))},
+      {"sqrt", {A}, OP1(sqrt(x))},
+      {"rsqrt", {A}, OP1(rsqrt(x))},
+      {"square", {A}, OP1(square(x))},
+      {"relu", {A}, OP1(relu(x))},
+      {"sigmoid", {A}, OP1(sigmoid(x))},
+      {"tanh", {A}, OP1(tanh(x))},
+      {"gelu", {A}, OP1(gelu(x))},
+      {"softplus", {A}, OP1(softplus(x))},
+      {"exp_expanded", {{1, 4}}, OP1(exp(x.expand({3, 4})))},
+      {"tanh_rank3", {X3}, OP1(tanh(x))},
+      // ---- binary, with broadcasting
+      {"add", {A, A}, OP2(add(a, b))},
+      {"add_bcast", {{3, 1}, {1, 4}}, OP2(add(a, b))},
+      {"add_bcast_rank", {X3, {4}}, OP2(add(a, b))},
+      {"add_scalar", {A}, OP1(x + 2.5)},
+      {"sub", {A, A}, OP2(sub(a, b))},
+      {"sub_bcast", {X3, {3, 1}}, OP2(sub(a, b))},
+      {"rsub_scalar", {A}, OP1(1.5 - x)},
+      {"mul", {A, A}, OP2(mul(a, b))},
+      {"mul_bcast", {{3, 1}, {1, 4}}, OP2(mul(a, b))},
+      {"mul_expanded", {{1, 4}, {3, 1}}, OP2(mul(a.expand({3, 4}), b.expand({3, 4})))},
+      {"mul_scalar", {A}, OP1(x * -3.0)},
+      {"div", {A, A}, OP2(div(a, b))},
+      {"div_bcast", {X3, {4}}, OP2(div(a, b))},
+      {"rdiv_scalar", {A}, OP1(2.0 / x)},
+      {"pow", {A, A}, OP2(pow(a, b))},
+      {"pow_bcast", {A, {4}}, OP2(pow(a, b))},
+      {"pow_scalar", {A}, OP1(pow(x, 3.0))},
+      {"pow_half", {A}, OP1(pow(x, 0.5))},
+      {"maximum", {A, A}, OP2(maximum(a, b))},
+      {"maximum_bcast", {A, {4}}, OP2(maximum(a, b))},
+      {"maximum_scalar", {A}, OP1(maximum(x, 0.25))},
+      {"minimum", {A, A}, OP2(minimum(a, b))},
+      {"minimum_bcast", {{3, 1}, A}, OP2(minimum(a, b))},
+      {"clamp", {A}, OP1(clamp(x, -0.5, 1.0))},
+      {"clamp_lo", {A}, OP1(clamp(x, -0.5, std::nullopt))},
+      {"clamp_hi", {A}, OP1(clamp(x, std::nullopt, 0.5))},
+      {"where", {A, A}, OP2(where(cond_3x4(), a, b))},
+      {"where_bcast", {{3, 1}, {4}}, OP2(where(cond_3x4(), a, b))},
+      {"masked_fill", {A}, OP1(masked_fill(x, mask_4(), -1.5))},
+      // ---- reductions
+      {"sum_all", {X3}, OP1(sum(x))},
+      {"sum_dims_keep", {X3}, OP1(sum(x, {0, 2}, true))},
+      {"sum_last", {X3}, OP1(sum(x, {-1}))},
+      {"sum_middle", {X3}, OP1(sum(x, {1}))},
+      {"mean_all", {X3}, OP1(mean(x))},
+      {"mean_dim", {X3}, OP1(mean(x, {1}))},
+      {"var_all", {X3}, OP1(var(x))},
+      {"var_dim", {X3}, OP1(var(x, {1}))},
+      {"var_dims_keep", {X3}, OP1(var(x, {0, 2}, 1, true))},
+      {"var_biased", {X3}, OP1(var(x, {1}, 0))},
+      {"stddev_all", {X3}, OP1(stddev(x))},
+      {"stddev_dim", {X3}, OP1(stddev(x, {2}))},
+      {"amax_dim", {X3}, OP1(amax(x, {1}))},
+      {"amax_all", {X3}, OP1(amax(x))},
+      {"amin_dims_keep", {X3}, OP1(amin(x, {0, 2}, true))},
+      {"max_dim", {X3}, OP1(max(x, 1).values)},
+      {"min_dim_keep", {X3}, OP1(min(x, 0, true).values)},
+      {"max_all", {X3}, OP1(max(x))},
+      {"logsumexp_dim", {X3}, OP1(logsumexp(x, {1}))},
+      {"logsumexp_keep", {X3}, OP1(logsumexp(x, {0, 2}, true))},
+      {"norm1", {X3}, OP1(norm(x, 1.0, {1}))},
+      {"norm2", {X3}, OP1(norm(x, 2.0, {1}))},
+      {"norm2_all", {X3}, OP1(norm(x))},
+      {"norm2_keep", {X3}, OP1(norm(x, 2.0, {0, 2}, true))},
+      {"norminf", {X3}, OP1(norm(x, kInf, {2}))},
+      {"norm3", {X3}, OP1(norm(x, 3.0, {1}))},
+      // ---- matmul
+      {"matmul_mm", {A, {4, 5}}, OP2(matmul(a, b))},
+      {"matmul_mv", {A, {4}}, OP2(matmul(a, b))},
+      {"matmul_vm", {{4}, {4, 5}}, OP2(matmul(a, b))},
+      {"matmul_dot", {{4}, {4}}, OP2(matmul(a, b))},
+      {"matmul_bmm", {X3, {2, 4, 5}}, OP2(matmul(a, b))},
+      {"matmul_bcast_batch", {{2, 1, 3, 4}, {3, 4, 5}}, OP2(matmul(a, b))},
+      {"matmul_batched_2d", {X3, {4, 5}}, OP2(matmul(a, b))},
+      {"matmul_vec_batched", {{4}, {2, 4, 5}}, OP2(matmul(a, b))},
+      {"matmul_expanded", {{1, 3, 4}, {2, 4, 5}}, OP2(matmul(a.expand({2, 3, 4}), b))},
+      // ---- shapes and views
+      {"reshape", {X3}, OP1(x.reshape({6, 4}))},
+      {"reshape_infer", {X3}, OP1(x.reshape({4, -1}))},
+      {"view", {X3}, OP1(x.view({2, 12})), kContiguousOnly},
+      {"permute", {X3}, OP1(x.permute({2, 0, 1}))},
+      {"transpose", {X3}, OP1(x.transpose(0, 2))},
+      {"flatten", {X3}, OP1(x.flatten(1))},
+      {"squeeze", {{2, 1, 3}}, OP1(x.squeeze())},
+      {"squeeze_dim", {{2, 1, 3}}, OP1(x.squeeze(1))},
+      {"unsqueeze", {{2, 3}}, OP1(x.unsqueeze(1))},
+      {"expand", {{3, 1}}, OP1(x.expand({2, 3, 4}))},
+      {"narrow", {{3, 5}}, OP1(x.narrow(1, 1, 3))},
+      {"slice_step", {{3, 6}}, OP1(x.slice(1, 1, 6, 2))},
+      {"select", {A}, OP1(x.select(1, 2))},
+      {"select_neg", {A}, OP1(x.select(0, -1))},
+      {"cat", {{2, 3}, {2, 2}}, OP2(cat({a, b}, 1))},
+      {"cat0", {{2, 3}, {1, 3}}, OP2(cat({a, b}, 0))},
+      {"stack", {{2, 3}, {2, 3}}, OP2(stack({a, b}, 1))},
+      {"split", {{3, 5}}, OP1(split_case(x))},
+      {"chunk", {{4, 3}}, OP1(chunk_case(x))},
+      // ---- indexing
+      {"index_select", {A}, OP1(index_select(x, 1, ids({2, 0, 2}, {3})))},
+      {"index_add", {{4, 3}, {3, 3}}, OP2(index_add(a, 0, ids({0, 2, 0}, {3}), b))},
+      {"gather", {A}, OP1(gather(x, 1, ids({0, 3, 1, 1, 2, 0}, {3, 2})))},
+      {"gather0", {A}, OP1(gather(x, 0, ids({0, 1, 2, 0, 2, 2, 1, 0}, {2, 4})))},
+      {"scatter_add", {A, {2, 3}}, OP2(scatter_add(a, 1, ids({0, 1, 3, 3, 3, 0}, {2, 3}), b))},
+      // ---- copies
+      {"clone", {A}, OP1(x.clone())},
+      {"to_dtype", {A}, OP1(to_dtype_case(x)), kCoarseEps},
+  };
+  return table;
+}
+
+const test::Fixtures& fixtures() {
+  static const test::Fixtures fx("ops_fixtures.safetensors");
+  return fx;
+}
+
+std::string key(const OpCase& c, const std::string& what) { return std::string(c.name) + "/" + what; }
+
+// The fixture inputs of a case, checked against the table's shapes.
+TensorList fixture_inputs(const OpCase& c) {
+  TensorList in;
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    Tensor x = fixtures().get(key(c, "in" + std::to_string(i)));
+    EMBER_CHECK(x.shape() == c.shapes[i], c.name, ": fixture input ", i, " has shape ", shape_str(x.shape()),
+                ", the table says ", shape_str(c.shapes[i]));
+    in.push_back(x);
+  }
+  EMBER_CHECK(!fixtures().has(key(c, "in" + std::to_string(c.shapes.size()))), c.name,
+              ": the fixture has more inputs than the table");
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("op table: every case has a fixture and every fixture a case", "[ops][table]") {
+  std::set<std::string> in_table, in_file;
+  for (const OpCase& c : op_table()) {
+    CHECK(in_table.insert(c.name).second);  // names are unique
+    CHECK(fixtures().has(key(c, "out")));
+  }
+  for (const std::string& name : fixtures().names()) in_file.insert(name.substr(0, name.find('/')));
+  for (const std::string& name : in_file) {
+    INFO("fixture case " << name);
+    CHECK(in_table.count(name) == 1);
+  }
+  CHECK(in_table.size() >= 100);
+}
+
+TEST_CASE("op table: f64 gradcheck, contiguous, permuted and strided inputs", "[ops][table][gradcheck]") {
+  const test::Layout layouts[] = {test::Layout::contiguous, test::Layout::permuted, test::Layout::strided};
+  for (const OpCase& c : op_table()) {
+    TensorList base;
+    try {
+      for (const Tensor& x : fixture_inputs(c)) base.push_back(x.to(DType::f64));
+    } catch (const Error& e) {
+      FAIL_CHECK(e.what());
+      continue;
+    }
+    GradcheckOptions options;
+    if (c.flags & kCoarseEps) options.eps = 1e-2;
+    Tensor reference;
+    for (test::Layout layout : layouts) {
+      if (layout != test::Layout::contiguous && (c.flags & kContiguousOnly)) continue;
+      INFO("case " << c.name << ", " << test::layout_name(layout) << " inputs");
+      try {
+        TensorList in;
+        for (const Tensor& x : base) in.push_back(test::relayout(x, layout));
+        if (layout != test::Layout::contiguous)
+          for (const Tensor& x : in)
+            if (x.dim() > 0 && x.numel() > 1) CHECK_FALSE(x.is_contiguous());
+        Tensor out = c.build(in);
+        if (!reference.defined()) reference = out;
+        else test::check_close(out, reference, 1e-12, 1e-12);
+        const GradcheckResult r = gradcheck(c.build, in, options);
+        INFO(r.report);
+        CHECK(r.ok);
+      } catch (const std::exception& e) {
+        FAIL_CHECK("threw: " << e.what());
+      }
+    }
+  }
+}
+
+TEST_CASE("op table: f32 values and gradients match PyTorch", "[ops][table][fixtures]") {
+  for (const OpCase& c : op_table()) {
+    INFO("case " << c.name);
+    try {
+      TensorList in;
+      for (const Tensor& x : fixture_inputs(c)) in.push_back(x.clone().requires_grad_());
+      Tensor out = c.build(in);
+      CHECK(out.dtype() == DType::f32);
+      test::check_close(out, fixtures().get(key(c, "out")), 1e-5, 1e-5);
+      sum(mul(out, fixtures().get(key(c, "w")))).backward();
+      for (size_t i = 0; i < in.size(); ++i) {
+        INFO("gradient of input " << i);
+        test::check_close(in[i].grad(), fixtures().get(key(c, "grad" + std::to_string(i))), 1e-4, 1e-5);
+      }
+    } catch (const std::exception& e) {
+      FAIL_CHECK("threw: " << e.what());
+    }
+  }
+}
