@@ -10,7 +10,7 @@ Tensor checked_rows(Tensor t, const char* role) {
   EMBER_CHECK(t.defined() && t.dim() >= 1, "TensorDataset: ", role, " must have at least one dim (the samples)");
   EMBER_CHECK(t.is_cpu(), "TensorDataset: ", role, " must be on the cpu, got ", t.device());
   EMBER_CHECK(t.is_contiguous(), "TensorDataset: ", role, " must be contiguous (call contiguous() first)");
-  return t.detach();
+  return t;  // rows are copied out with memcpy: batches never carry autograd history
 }
 
 Tensor mnist_images(const IdxArray& images, const MnistNormalization& norm) {
