@@ -15,4 +15,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "datasets/data_loader.h"
+#include "datasets/tensor_dataset.h"
+#include "nn/nn.h"
 #include "ops/ops.h"

@@ -1,0 +1,129 @@
+// DataLoader: shuffled mini-batches of a TensorDataset, assembled on a background thread.
+//
+//   auto data = std::make_shared<MnistDataset>("/work/data/mnist", true);
+//   DataLoader loader(data, {.batch_size = 64, .shuffle = true, .seed = 1});
+//   for (int epoch = 0; epoch < 3; ++epoch)
+//     for (auto& [x, y] : loader) train_step(x, y);   // one epoch per range-for
+//   // or: while (auto batch = loader.next()) ...;     // nullopt ends the epoch
+//   DataLoaderState saved = loader.state();            // resume mid-epoch with set_state
+//
+// Note [Epochs and resume]: each epoch's order is a Fisher-Yates permutation drawn from the
+// loader's own Philox generator, so it depends only on (seed, generator offset at the start of
+// the epoch). state() records that offset, the epoch count and the batches already handed out;
+// set_state() redraws the same permutation and continues with the next batch, so a resumed
+// run sees exactly the batches an uninterrupted one would.
+//
+// Note [Prefetch]: with prefetch > 0 a worker thread gathers the next batches of the epoch
+// (a memcpy per sample row into a fresh contiguous tensor, then `transform`) into a queue of
+// at most `prefetch` batches while the caller trains. The worker lives for one epoch; it is
+// stopped and joined on epoch end, set_state, and destruction; an exception thrown while
+// assembling a batch is rethrown by the next() that would have returned that batch.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/rng.h"
+#include "datasets/tensor_dataset.h"
+
+namespace ember {
+
+struct Batch {
+  Tensor inputs;   // (B, ...) rows of the dataset's inputs
+  Tensor targets;  // (B, ...) rows of its targets
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;  // drop a last batch smaller than batch_size
+  uint64_t seed = 0;
+  int prefetch = 2;        // batches assembled ahead; 0: on the caller's thread
+  // Applied to every batch after it is gathered (on the worker thread when prefetching).
+  std::function<void(Batch&)> transform;
+};
+
+struct DataLoaderState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;   // generator offset at the start of the current epoch
+  int64_t epoch = 0;     // epochs started
+  int64_t batch = 0;     // batches of the current epoch already returned
+};
+
+// A random permutation of 0..n-1 (Fisher-Yates on Philox words); advances `gen`.
+std::vector<int64_t> random_permutation(int64_t n, Generator& gen);
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const TensorDataset> data, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t size() const;  // batches per epoch
+  int64_t epoch() const { return epoch_; }
+  const TensorDataset& dataset() const { return *data_; }
+
+  // The next batch of the current epoch; nullopt once it is exhausted, after which the next
+  // call starts a new epoch.
+  std::optional<Batch> next();
+
+  class Iterator {
+   public:
+    using difference_type = std::ptrdiff_t;
+    using value_type = Batch;
+    explicit Iterator(DataLoader* loader) : loader_(loader) { ++*this; }
+    Batch& operator*() { return *current_; }
+    Iterator& operator++() {
+      current_ = loader_->next();
+      return *this;
+    }
+    bool operator==(std::default_sentinel_t) const { return !current_.has_value(); }
+
+   private:
+    DataLoader* loader_;
+    std::optional<Batch> current_;
+  };
+  // The rest of the current epoch, or a new epoch when none is under way.
+  Iterator begin();
+  std::default_sentinel_t end() { return {}; }
+
+  DataLoaderState state() const;
+  void set_state(const DataLoaderState& state);
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  void start_epoch();
+  void draw_order();
+  Batch assemble(int64_t batch_index) const;
+  void start_worker();
+  void stop_worker();
+
+  std::shared_ptr<const TensorDataset> data_;
+  DataLoaderOptions options_;
+  Generator gen_;
+  std::vector<int64_t> order_;
+  uint64_t epoch_offset_ = 0;
+  int64_t epoch_ = 0;
+  int64_t cursor_ = 0;          // batches returned in this epoch
+  bool end_reported_ = false;   // next() already returned nullopt for this epoch
+
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Slot> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace ember

@@ -1,0 +1,63 @@
+// Tensors and training checkpoints in safetensors files (core/safetensors.h underneath).
+//
+//   save_tensors("mlp.safetensors", model->state_dict(), {{"format", "pt"}});
+//   model->load_state_dict(load_tensors("mlp.safetensors"));
+//
+//   TrainingCheckpoint ck;                       // one file holds everything --resume needs
+//   ck.model = model->state_dict();  ck.optimizer = opt.state_dict();  ck.scheduler = sched.state_dict();
+//   ck.epoch = epoch;  ck.step = step;  ck.config = config.dump();
+//   ck.rng["default"] = rng_state(default_generator());
+//   save_checkpoint("run/last.safetensors", ck);
+//   TrainingCheckpoint back = load_checkpoint("run/last.safetensors");
+//
+// File layout of a training checkpoint: tensors "model.<name>", "optimizer.<name>",
+// "scheduler.<name>"; __metadata__ (all strings, as safetensors requires):
+//   "format":   "ember.training_checkpoint.v1"
+//   "progress": JSON {"epoch": 3, "step": 1406, "counters": {"loader.batch": 12, ...}}
+//   "rng":      JSON {"default": {"seed": "42", "offset": "1234"}, ...}   (uint64 as decimal strings:
+//               JSON integers are int64 here and in most readers)
+//   "config":   the run's configuration, JSON text
+// Any reader with json + numpy can open it (tests/data/read_with_numpy.py).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "nn/state_dict.h"
+
+namespace ember {
+
+// Writes (atomically) every tensor, moved to the CPU and made contiguous first.
+void save_tensors(const std::string& path, const StateDict& tensors,
+                  const std::map<std::string, std::string>& metadata = {});
+// Reads every tensor onto the CPU; the file's metadata goes to `metadata` when given.
+// A tensor of a dtype ember tensors cannot hold yet (f16, bf16) is an error naming it.
+StateDict load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// One raw safetensors entry as a CPU tensor (a copy); `what` names the source in errors.
+Tensor tensor_from_safetensors(const SafetensorsTensor& entry, const std::string& what);
+
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  friend bool operator==(const RngState&, const RngState&) = default;
+};
+RngState rng_state(const Generator& gen);
+void restore_rng(Generator& gen, const RngState& state);
+
+struct TrainingCheckpoint {
+  StateDict model, optimizer, scheduler;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  std::map<std::string, RngState> rng;      // "default", "loader", ...
+  std::map<std::string, int64_t> counters;  // anything else a resume needs ("loader.batch", ...)
+  std::string config = "{}";                // JSON text
+};
+
+void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint);
+// Validates the layout above; errors name the file and the problem.
+TrainingCheckpoint load_checkpoint(const std::string& path);
+
+}  // namespace ember

@@ -1,0 +1,94 @@
+// Module: the base of every layer and model. A module owns named parameters (leaf tensors
+// that require grad), buffers (state that is saved but not trained, e.g. running means) and
+// submodules; everything is reachable recursively under dotted names.
+//
+//   auto model = std::make_shared<Sequential>();
+//   model->push_back(std::make_shared<Linear>(784, 128));
+//   model->push_back(std::make_shared<ReLU>());
+//   Tensor logits = (*model)(x);
+//   for (auto& [name, p] : model->named_parameters()) ...   // "0.weight", "0.bias", ...
+//   model->load_state_dict(load_tensors("mlp.safetensors"));
+//   std::cout << model->summary({1, 784});
+//
+// Note [Parameter identity]: optimizers hold Tensor handles to the parameters, so nothing
+// here replaces a parameter's handle: to(Device) swaps the storage inside the existing
+// TensorImpl and load_state_dict copies values into it. An optimizer built before either
+// call keeps updating the right tensors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/state_dict.h"
+
+namespace ember {
+
+class Module {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(const Tensor& x) = 0;
+  // Runs forward; containers call their children through this so that summary() sees them.
+  Tensor operator()(const Tensor& x);
+
+  // "Linear", "Sequential", ...: the class name shown by summary().
+  const std::string& type_name() const { return type_name_; }
+
+  // ---- registration (in constructors) --------------------------------------------------------
+  // Makes `value` a leaf that requires grad and registers it; returns the stored handle.
+  Tensor& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  // ---- traversal (recursive, in registration order, names dotted) ---------------------------
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  // This module (name "") and every descendant, parents before children.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  int64_t num_parameters() const;  // elements, not tensors
+
+  // ---- mode and placement ---------------------------------------------------------------------
+  void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void to(Device device);  // moves parameters (with their grads) and buffers in place
+  void zero_grad();        // drops every parameter's gradient
+
+  // ---- state -----------------------------------------------------------------------------------
+  StateDict state_dict() const;  // parameters and buffers (shared with the module, not copied)
+  // Copies values into the existing tensors (converting device, not dtype). With `strict`,
+  // missing keys, unexpected keys and shape mismatches are all reported in one Error; without
+  // it, only the keys present in both with equal shapes are loaded (shape mismatches still
+  // throw: they are never what the caller meant).
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // A table of the leaf modules: name, type, output shape for an input of `input_shape`, and
+  // parameter count, plus the total. Runs one forward pass on zeros under NoGradGuard.
+  std::string summary(const Shape& input_shape);
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> child);
+
+ private:
+  void check_new_name(const std::string& name) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace ember

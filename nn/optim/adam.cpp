@@ -1,0 +1,85 @@
+#include "nn/optim/adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "core/error.h"
+#include "nn/optim/fused_loop.h"
+#include "ops/creation.h"
+
+namespace ember {
+
+namespace {
+void check_options(const AdamOptions& o, const char* name) {
+  EMBER_CHECK(o.lr >= 0, name, ": lr must be >= 0, got ", o.lr);
+  EMBER_CHECK(o.eps >= 0, name, ": eps must be >= 0, got ", o.eps);
+  EMBER_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, name,
+              ": betas must be in [0, 1), got (", o.beta1, ", ", o.beta2, ")");
+  EMBER_CHECK(o.weight_decay >= 0, name, ": weight_decay must be >= 0, got ", o.weight_decay);
+}
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<ParamGroup<AdamOptions>>{{std::move(params), options}}, false) {}
+Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups) : Adam(std::move(groups), false) {}
+Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, bool decoupled)
+    : OptimizerWithOptions(std::move(groups)), decoupled_(decoupled) {
+  for (const auto& g : groups_) check_options(g.options, decoupled ? "AdamW" : "Adam");
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<ParamGroup<AdamOptions>>{{std::move(params), options}}, true) {}
+AdamW::AdamW(std::vector<ParamGroup<AdamOptions>> groups) : Adam(std::move(groups), true) {}
+
+void Adam::step() {
+  const char* name = decoupled_ ? "AdamW" : "Adam";
+  autograd::NoGradGuard no_grad;
+  size_t index = 0;
+  for (const auto& group : groups_) {
+    const AdamOptions& o = group.options;
+    for (const Tensor& param : group.params) {
+      ParamState& st = state_of(index++);
+      const Tensor grad_t = param.grad();
+      if (!grad_t.defined()) continue;
+      const Tensor grad = grad_t.contiguous();
+      check_fusable(name, param, grad);
+      auto buffer = [&](const char* key) -> Tensor& {
+        Tensor& b = st.buffers[key];
+        if (!b.defined()) b = zeros(param.shape(), param.options());
+        return b;
+      };
+      const Tensor m_t = buffer("exp_avg"), v_t = buffer("exp_avg_sq");
+      const Tensor vmax_t = o.amsgrad ? buffer("max_exp_avg_sq") : Tensor();
+      const int64_t step = ++st.step;
+      // Scalars as PyTorch computes them: in double, then rounded to the parameter's dtype.
+      const double bias_correction1 = 1 - std::pow(o.beta1, double(step));
+      const double bias_correction2_sqrt = std::sqrt(1 - std::pow(o.beta2, double(step)));
+      const double step_size = o.lr / bias_correction1;
+      detail::fused_loop(param, [&](auto* p, int64_t begin, int64_t end) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        const T* g = detail::same_typed(grad, p);
+        T* m = detail::same_typed(m_t, p);
+        T* v = detail::same_typed(v_t, p);
+        T* vmax = vmax_t.defined() ? detail::same_typed(vmax_t, p) : nullptr;
+        const T decay = T(1 - o.lr * o.weight_decay), wd = T(o.weight_decay);
+        const T b1 = T(o.beta1), b2 = T(o.beta2), one_b1 = T(1 - o.beta1), one_b2 = T(1 - o.beta2);
+        const T bc2 = T(bias_correction2_sqrt), eps = T(o.eps), neg_step = T(-step_size);
+        for (int64_t i = begin; i < end; ++i) {
+          T d = g[i];
+          if (decoupled_) p[i] = p[i] * decay;
+          else if (o.weight_decay != 0) d = d + wd * p[i];
+          m[i] = m[i] * b1 + one_b1 * d;
+          v[i] = v[i] * b2 + one_b2 * d * d;  // addcmul_'s order: (value * g) * g
+          T second = v[i];
+          if (vmax) second = vmax[i] = std::max(vmax[i], v[i]);
+          const T denom = std::sqrt(second) / bc2 + eps;
+          p[i] = p[i] + neg_step * m[i] / denom;  // addcdiv_'s order: (value * m) / denom
+        }
+      });
+      param.bump_version();
+    }
+  }
+}
+
+}  // namespace ember
