@@ -15,4 +15,5 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "losses/losses.h"
 #include "ops/ops.h"
