@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "core/parallel.h"
-#include "ops/cpu/fast_exp.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/cpu/nn_kernels.h"
 
 namespace ember::cpu {
@@ -45,8 +45,8 @@ void for_each_row(const Rows& rows, F f) {
                });
 }
 
-// One row's max, log(sum_c exp(x_c - max)) and sum_c (max - x_c); kStride 1 lets unit-stride
-// rows vectorise.
+// One row's max, log(sum_c exp(x_c - max)) and (only when smoothing) sum_c (max - x_c);
+// kStride 1 lets unit-stride rows vectorise.
 template <class T>
 struct RowStats {
   T max;
@@ -56,15 +56,11 @@ struct RowStats {
 };
 
 template <class T, int64_t kStride>
-RowStats<T> row_stats(const T* x, int64_t C, int64_t stride) {
+RowStats<T> row_stats(const T* x, int64_t C, int64_t stride, bool smoothing) {
   const int64_t st = kStride > 0 ? kStride : stride;
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t c = 0; c < C; ++c) m = x[c * st] > m ? x[c * st] : m;
-  double s = 0, below = 0;
-  for (int64_t c = 0; c < C; ++c) {
-    s += fast_exp(x[c * st] - m);
-    below += double(m - x[c * st]);
-  }
+  const T m = lane_max<T>(C, [&](int64_t c) { return x[c * st]; });
+  const double s = lane_sum(C, [&](int64_t c) { return fast_exp(x[c * st] - m); });
+  const double below = smoothing ? lane_sum(C, [&](int64_t c) { return m - x[c * st]; }) : 0.0;
   return {m, std::log(s), below};
 }
 
@@ -95,7 +91,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double sm
     const double keep = 1 - smoothing, spread = smoothing / double(rows.C);
     for_each_row(rows, [&](int64_t r) {
       const T* row = x + rows.base(r);
-      const RowStats<T> st = rows.S == 1 ? row_stats<T, 1>(row, rows.C, 1) : row_stats<T, 0>(row, rows.C, rows.S);
+      const RowStats<T> st = rows.S == 1 ? row_stats<T, 1>(row, rows.C, 1, smoothing > 0)
+                                          : row_stats<T, 0>(row, rows.C, rows.S, smoothing > 0);
       lsed[r] = st.lse();
       if (t[r] == ignore_index) loss[r] = T(0);
       else loss[r] = T(keep * double(st.max - row[t[r] * rows.S]) + spread * st.below_max + st.log_sum);

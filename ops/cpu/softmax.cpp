@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "core/parallel.h"
-#include "ops/cpu/fast_exp.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/cpu/nn_kernels.h"
 
 namespace ember::cpu {
@@ -41,19 +41,13 @@ void for_each_block(int64_t outer, int64_t n, int64_t inner, F f) {
 // Forward over one row (inner == 1): unit stride along n.
 template <class T>
 void softmax_row(const T* x, T* y, int64_t n, bool log) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  double s = 0;
+  const T m = lane_max<T>(n, [&](int64_t i) { return x[i]; });
   if (log) {
-    for (int64_t i = 0; i < n; ++i) s += fast_exp(x[i] - m);
-    const T log_s = T(std::log(s));
+    const T log_s = T(std::log(lane_sum(n, [&](int64_t i) { return fast_exp(x[i] - m); })));
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = fast_exp(x[i] - m);
-      s += y[i];
-    }
-    const T inv = T(1 / s);
+    for (int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i] - m);
+    const T inv = T(1 / lane_sum(n, [&](int64_t i) { return y[i]; }));
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
 }
@@ -89,15 +83,12 @@ void softmax_lanes(const T* x, T* y, int64_t n, int64_t stride, int64_t lanes, b
 // Backward: softmax dx = y * (g - sum(g * y)); log-softmax dx = g - exp(y) * sum(g).
 template <class T>
 void backward_row(const T* g, const T* y, T* dx, int64_t n, bool log) {
-  double s = 0;
   if (log) {
-    for (int64_t i = 0; i < n; ++i) s += g[i];
-    const T st = T(s);
-    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] - fast_exp(y[i]) * st;
+    const T s = T(lane_sum(n, [&](int64_t i) { return g[i]; }));
+    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] - fast_exp(y[i]) * s;
   } else {
-    for (int64_t i = 0; i < n; ++i) s += g[i] * y[i];
-    const T st = T(s);
-    for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (g[i] - st);
+    const T s = T(lane_sum(n, [&](int64_t i) { return g[i] * y[i]; }));
+    for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (g[i] - s);
   }
 }
 
