@@ -85,6 +85,13 @@ TEST_CASE("batch_norm trains without running stats and normalises each channel")
   require_close(var(y, {0, 2, 3}, /*correction=*/0), ones({3}, {.dtype = DType::f64}), 1e-4);  // eps 1e-5
 }
 
+TEST_CASE("batch_norm reads non-contiguous input") {
+  Tensor x = f64_randn({3, 6, 4}, 9).transpose(0, 2);  // (4, 6, 3), channels strided
+  Tensor w = f64_randn({6}, 10), b = f64_randn({6}, 11);
+  require_close(batch_norm(x, w, b, Tensor(), Tensor(), true), batch_norm(x.contiguous(), w, b, Tensor(), Tensor(), true),
+                1e-14);
+}
+
 TEST_CASE("batch_norm's running-stat update follows PyTorch's momentum convention") {
   // One channel holding {1, 3}: batch mean 2, biased var 1, unbiased var 2.
   Tensor x = tensor<double>({1, 3}, {2, 1});

@@ -1,7 +1,9 @@
 // softmax / log_softmax: PyTorch fixtures over the first, a middle and the last dim, f64
 // gradchecks (incl. non-contiguous input), huge logits, f32 accuracy, the fused backward ops.
 #include <cmath>
+#include <limits>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/nn_fixtures.h"
 #include "support/test_support.h"
 
@@ -99,4 +101,19 @@ TEST_CASE("softmax handles edge shapes and rejects bad input") {
   require_close(softmax(zeros({2, 4}), 1), full({2, 4}, 0.25), 1e-7);
   REQUIRE_THROWS_WITH(softmax(ones({2, 3}, {.dtype = DType::i64}), 1), Catch::Contains("softmax") && Catch::Contains("floating"));
   REQUIRE_THROWS_WITH(log_softmax(ones({2, 3}), 2), Catch::Contains("log_softmax"));
+}
+
+TEST_CASE("fast_exp (f32) is within a few ulp of exp and handles the edges") {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
+    const double exact = std::exp(double(x));
+    worst = std::max(worst, std::fabs(double(cpu::fast_exp(x)) - exact) / exact);
+  }
+  INFO("worst relative error " << worst);
+  REQUIRE(worst < 3e-7);  // 2.5 ulp at 2^-24 relative
+  REQUIRE(cpu::fast_exp(0.0f) == 1.0f);
+  REQUIRE(cpu::fast_exp(-1e4f) == 0.0f);
+  REQUIRE(cpu::fast_exp(-std::numeric_limits<float>::infinity()) == 0.0f);
+  REQUIRE(std::isinf(cpu::fast_exp(100.0f)));
+  REQUIRE(std::isnan(cpu::fast_exp(std::nanf(""))));
 }
