@@ -41,19 +41,20 @@ ClassRows class_rows(const char* op, const Tensor& input, const Tensor& target) 
           Tensor::view_of(t, {N, S}, {S, 1}, t.offset()), expected};
 }
 
-// The loss from per-row losses (differentiable) and the number of rows that count (0-d).
-Tensor reduce_rows(const Tensor& rows, const Tensor& count, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::none: return rows;
-    case Reduction::sum: return sum(rows);
-    case Reduction::mean: return div(sum(rows), count);
-  }
-  return rows;
+// Note [Reduced losses]: the forward kernels also write totals = [sum, count, mean] of the row
+// losses, so a reduced loss is a 0-d view into totals and costs no extra kernel. The node is
+// recorded on that result; its backward turns the output gradient back into one per row
+// (a broadcast view, divided by the count for the mean) for the row-gradient kernels.
+Tensor reduced(const Tensor& losses, const Tensor& totals, Reduction reduction) {
+  if (reduction == Reduction::none) return losses;
+  return Tensor::view_of(totals, {}, {}, totals.offset() + (reduction == Reduction::sum ? 0 : 2));
 }
 
-// grad of the row losses as (N, S) for the kernels (a broadcast grad stays a stride-0 view).
-Tensor grad_rows(const Tensor& grad, const Tensor& target2) {
-  return grad.reshape(target2.shape());
+// The gradient of each row loss, as (N, S), from the gradient of the (reduced) output.
+Tensor row_grads(const Tensor& g, const Tensor& totals, Reduction reduction, const Shape& rows_shape) {
+  if (reduction == Reduction::none) return g.reshape(rows_shape);
+  Tensor per_row = reduction == Reduction::sum ? g : div(g, Tensor::view_of(totals, {}, {}, totals.offset() + 1));
+  return per_row.expand(rows_shape);
 }
 
 }  // namespace
@@ -64,21 +65,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
               "cross_entropy: expected 0 <= label_smoothing <= 1, got ", label_smoothing);
   ClassRows r = class_rows("cross_entropy", logits, target);
   const TensorOptions opt = logits.options();
-  Tensor losses = Tensor::empty(r.row_shape, opt), count = Tensor::empty({}, opt);
+  Tensor losses = Tensor::empty(r.row_shape, opt), totals = Tensor::empty({3}, opt);
   Tensor lse = Tensor::empty(r.row_shape, {.dtype = DType::f64, .device = logits.device()});
   cross_entropy_forward_kernel(logits.device(), r.input, r.target, label_smoothing, ignore_index,
-                               losses.view(r.target.shape()), lse.view(r.target.shape()), count);
+                               losses.view(r.target.shape()), lse.view(r.target.shape()), totals);
+  Tensor out = reduced(losses, totals, reduction);
   if (needs_grad(logits))
-    record("cross_entropy", {logits}, losses,
-           [sx = save(r.input), st = save(r.target), sl = save(lse), shape = logits.shape(), label_smoothing,
-            ignore_index](const Tensor& g) -> TensorList {
+    record("cross_entropy", {logits}, out,
+           [sx = save(r.input), st = save(r.target), sl = save(lse), stot = save(totals), shape = logits.shape(),
+            label_smoothing, ignore_index, reduction](const Tensor& g) -> TensorList {
              const char* op = "cross_entropy";
              const Tensor& t2 = st.get(op);
-             Tensor d = cross_entropy_backward(grad_rows(g, t2), sx.get(op), t2, sl.get(op).view(t2.shape()),
-                                               label_smoothing, ignore_index);
+             Tensor d = cross_entropy_backward(row_grads(g, stot.get(op), reduction, t2.shape()), sx.get(op), t2,
+                                               sl.get(op).view(t2.shape()), label_smoothing, ignore_index);
              return {d.view(shape)};
            });
-  return reduce_rows(losses, count, reduction);
+  return out;
 }
 
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& lse,
@@ -98,18 +100,20 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   ClassRows r = class_rows("nll_loss", log_probs, target);
   const TensorOptions opt = log_probs.options();
-  Tensor losses = Tensor::empty(r.row_shape, opt), count = Tensor::empty({}, opt);
-  nll_loss_forward_kernel(log_probs.device(), r.input, r.target, ignore_index, losses.view(r.target.shape()), count);
+  Tensor losses = Tensor::empty(r.row_shape, opt), totals = Tensor::empty({3}, opt);
+  nll_loss_forward_kernel(log_probs.device(), r.input, r.target, ignore_index, losses.view(r.target.shape()), totals);
+  Tensor out = reduced(losses, totals, reduction);
   if (needs_grad(log_probs))
-    record("nll_loss", {log_probs}, losses,
-           [st = save(r.target), shape = r.input.shape(), in_shape = log_probs.shape(),
-            ignore_index](const Tensor& g) -> TensorList {
+    record("nll_loss", {log_probs}, out,
+           [st = save(r.target), stot = save(totals), shape = r.input.shape(), in_shape = log_probs.shape(),
+            ignore_index, reduction](const Tensor& g) -> TensorList {
              const Tensor& t2 = st.get("nll_loss");
              Tensor d = Tensor::empty(shape, g.options());
-             nll_loss_backward_kernel(g.device(), grad_rows(g, t2), t2, ignore_index, d);
+             nll_loss_backward_kernel(g.device(), row_grads(g, stot.get("nll_loss"), reduction, t2.shape()), t2,
+                                      ignore_index, d);
              return {d.view(in_shape)};
            });
-  return reduce_rows(losses, count, reduction);
+  return out;
 }
 
 }  // namespace ember

@@ -36,6 +36,18 @@ int64_t count_targets(const int64_t* t, const Rows& rows, int64_t ignore_index, 
   return valid;
 }
 
+// totals = [sum of the row losses, rows counted, their ratio]; the sum runs in row order, so
+// the result does not depend on the thread count.
+template <class T>
+void write_totals(const T* loss, int64_t rows, int64_t counted, const Tensor& totals) {
+  double sum = 0;
+  for (int64_t r = 0; r < rows; ++r) sum += double(loss[r]);
+  T* out = totals.data<T>();
+  out[0] = T(sum);
+  out[1] = T(counted);
+  out[2] = T(sum / double(counted));  // 0 / 0 = NaN when every row is ignored, as in PyTorch
+}
+
 // Calls f(r) for every row in parallel.
 template <class F>
 void for_each_row(const Rows& rows, F f) {
@@ -80,11 +92,11 @@ T grad_at(const Tensor& grad, const Rows& rows, int64_t r) {
 }  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, double smoothing, int64_t ignore_index,
-                           const Tensor& losses, const Tensor& lse, const Tensor& count) {
+                           const Tensor& losses, const Tensor& lse, const Tensor& totals) {
   dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>(TypeTag<T>) {
     const Rows rows{logits.size(0), logits.size(1), logits.size(2)};
     const int64_t* t = target.data<int64_t>();
-    count.data<T>()[0] = T(count_targets(t, rows, ignore_index, "cross_entropy"));
+    const int64_t counted = count_targets(t, rows, ignore_index, "cross_entropy");
     const T* x = logits.data<T>();
     T* loss = losses.data<T>();
     double* lsed = lse.data<double>();
@@ -97,6 +109,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, double sm
       if (t[r] == ignore_index) loss[r] = T(0);
       else loss[r] = T(keep * double(st.max - row[t[r] * rows.S]) + spread * st.below_max + st.log_sum);
     });
+    write_totals(loss, rows.count(), counted, totals);
   });
 }
 
@@ -123,15 +136,16 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
 }
 
 void nll_loss_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& losses,
-                      const Tensor& count) {
+                      const Tensor& totals) {
   dispatch_float(log_probs.dtype(), "nll_loss", [&]<class T>(TypeTag<T>) {
     const Rows rows{log_probs.size(0), log_probs.size(1), log_probs.size(2)};
     const int64_t* t = target.data<int64_t>();
-    count.data<T>()[0] = T(count_targets(t, rows, ignore_index, "nll_loss"));
+    const int64_t counted = count_targets(t, rows, ignore_index, "nll_loss");
     const T* lp = log_probs.data<T>();
     T* loss = losses.data<T>();
     for (int64_t r = 0; r < rows.count(); ++r)
       loss[r] = t[r] == ignore_index ? T(0) : -lp[rows.base(r) + t[r] * rows.S];
+    write_totals(loss, rows.count(), counted, totals);
   });
 }
 

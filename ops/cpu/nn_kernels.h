@@ -43,23 +43,25 @@ void softmax_backward(const Tensor& grad, const Tensor& y, bool log, const Tenso
 // gets loss 0 and gradient 0 and is not counted; any other value outside [0, C) is an Error
 // naming the value and C.
 //
-// logits: (N, C, S) contiguous f32/f64, target: (N, S) -> losses: (N, S) and count: 0-d in
+// logits: (N, C, S) contiguous f32/f64, target: (N, S) -> losses: (N, S) and totals: (3) in
 // logits' dtype, lse: (N, S) f64 (Note [f64 lse] in cross_entropy.cpp). Per row r with
 // classes x_c and target t:
 //   lse = log(sum_c exp(x_c)),
 //   loss = lse - (1 - smoothing) * x_t - (smoothing / C) * sum_c x_c,
-//   count = number of rows whose target is not ignore_index.
+//   totals = [sum of the losses, number of rows whose target is not ignore_index, sum / number]
+//   (the reductions, computed here so that a reduced loss costs no further kernel).
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, double smoothing, int64_t ignore_index,
-                           const Tensor& losses, const Tensor& lse, const Tensor& count);
+                           const Tensor& losses, const Tensor& lse, const Tensor& totals);
 // grad: (N, S) any strides (stride 0 for a broadcast scalar), logits' dtype; logits, target,
 // lse (f64) as above
 // -> dlogits: (N, C, S) contiguous:
 //   dlogits_c = grad * (exp(x_c - lse) - (1 - smoothing) * [c == t] - smoothing / C).
 void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& lse,
                             double smoothing, int64_t ignore_index, const Tensor& dlogits);
-// log_probs: (N, C, S) contiguous, target: (N, S) -> losses: (N, S) = -log_probs[t], count: 0-d.
+// log_probs: (N, C, S) contiguous, target: (N, S) -> losses: (N, S) = -log_probs[t], totals: (3)
+// as for cross_entropy_forward.
 void nll_loss_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& losses,
-                      const Tensor& count);
+                      const Tensor& totals);
 // grad: (N, S) any strides -> dlog_probs: (N, C, S) contiguous, -grad at the target, 0 elsewhere.
 void nll_loss_backward(const Tensor& grad, const Tensor& target, int64_t ignore_index, const Tensor& dlog_probs);
 
