@@ -17,5 +17,6 @@
 #include "core/tensor.h"
 #include "datasets/data_loader.h"
 #include "datasets/tensor_dataset.h"
+#include "losses/losses.h"
 #include "nn/nn.h"
 #include "ops/ops.h"

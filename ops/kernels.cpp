@@ -22,6 +22,27 @@ DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_add_kernel
 DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> gather_kernel("gather", &cpu::gather);
 DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel("scatter_add", &cpu::scatter_add);
 
+DeviceKernel<void(const Tensor&, double, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    batch_norm_stats_kernel("batch_norm", &cpu::batch_norm_stats);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    batch_norm_apply_kernel("batch_norm", &cpu::batch_norm_apply);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&,
+                  const Tensor&, const Tensor&)>
+    batch_norm_backward_kernel("batch_norm_backward", &cpu::batch_norm_backward);
+DeviceKernel<void(const Tensor&, bool, const Tensor&)> softmax_forward_kernel("softmax", &cpu::softmax_forward);
+DeviceKernel<void(const Tensor&, const Tensor&, bool, const Tensor&)> softmax_backward_kernel("softmax_backward",
+                                                                                            &cpu::softmax_backward);
+DeviceKernel<void(const Tensor&, const Tensor&, double, int64_t, const Tensor&, const Tensor&, const Tensor&)>
+    cross_entropy_forward_kernel("cross_entropy", &cpu::cross_entropy_forward);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t, const Tensor&)>
+    cross_entropy_backward_kernel("cross_entropy_backward", &cpu::cross_entropy_backward);
+DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&)> nll_loss_forward_kernel(
+    "nll_loss", &cpu::nll_loss_forward);
+DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_loss_backward_kernel(
+    "nll_loss_backward", &cpu::nll_loss_backward);
+DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel("dropout",
+                                                                                                   &cpu::dropout);
+
 namespace {
 std::atomic<CrossDeviceCopy> g_cross_device_copy{nullptr};
 }

@@ -6,6 +6,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/nn_kernels.h"
 #include "ops/dispatch.h"
 
 namespace ember {
@@ -27,6 +28,24 @@ extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_sel
 extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_add_kernel;
 extern DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> gather_kernel;
 extern DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel;
+
+// ---- neural-network kernels (contracts in ops/cpu/nn_kernels.h) ------------------------------
+extern DeviceKernel<void(const Tensor&, double, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    batch_norm_stats_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    batch_norm_apply_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool,
+                         const Tensor&, const Tensor&, const Tensor&)>
+    batch_norm_backward_kernel;
+extern DeviceKernel<void(const Tensor&, bool, const Tensor&)> softmax_forward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, bool, const Tensor&)> softmax_backward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, double, int64_t, const Tensor&, const Tensor&, const Tensor&)>
+    cross_entropy_forward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t, const Tensor&)>
+    cross_entropy_backward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&)> nll_loss_forward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_loss_backward_kernel;
+extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel;
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA layer; null when there is only the CPU.

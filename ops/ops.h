@@ -8,3 +8,6 @@
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
+#include "ops/dropout.h"
+#include "ops/norm.h"
+#include "ops/softmax.h"

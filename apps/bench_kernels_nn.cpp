@@ -1,0 +1,96 @@
+#include "apps/bench_kernels_nn.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include "ember.h"
+
+namespace ember {
+namespace {
+
+constexpr int kBlocks = 7;              // timed blocks; the median is reported
+constexpr double kBlockSeconds = 0.02;  // calls per block are chosen to fill about this long
+
+double seconds_for(const std::function<void()>& fn, int64_t calls) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < calls; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Median milliseconds per call: one warm-up call, a calibration block, then kBlocks blocks.
+double median_ms(const std::function<void()>& fn) {
+  fn();
+  const double once = std::max(seconds_for(fn, 1), 1e-7);
+  const int64_t calls = std::max<int64_t>(1, int64_t(kBlockSeconds / once));
+  std::vector<double> ms;
+  for (int b = 0; b < kBlocks; ++b) ms.push_back(seconds_for(fn, calls) * 1e3 / double(calls));
+  std::nth_element(ms.begin(), ms.begin() + kBlocks / 2, ms.end());
+  return ms[kBlocks / 2];
+}
+
+std::string dims_name(const Shape& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+// Times one backward pass of `out` (recorded from leaf x) with gradient g.
+double backward_ms(const Tensor& x, const Tensor& out, const Tensor& g) {
+  return median_ms([&] {
+    x.zero_grad();
+    out.backward(g, /*retain_graph=*/true);
+  });
+}
+
+void bench_unary(std::vector<KernelBenchRow>& rows, const std::string& op, const Shape& shape,
+                 const std::function<Tensor(const Tensor&)>& fn) {
+  Generator gen(1);
+  Tensor x = randn(shape, {}, &gen);
+  {
+    autograd::NoGradGuard no_grad;
+    rows.push_back({op + "_fwd " + dims_name(shape), median_ms([&] { fn(x); })});
+  }
+  Tensor xr = x.detach().requires_grad_();
+  Tensor y = fn(xr);
+  rows.push_back({op + "_bwd " + dims_name(shape), backward_ms(xr, y, randn(shape, {}, &gen))});
+}
+
+void bench_cross_entropy(std::vector<KernelBenchRow>& rows, int64_t n, int64_t classes) {
+  Generator gen(2);
+  Tensor x = randn({n, classes}, {}, &gen);
+  Tensor t = randint(0, classes, {n}, {.dtype = DType::i64}, &gen);
+  const std::string dims = dims_name({n, classes});
+  {
+    autograd::NoGradGuard no_grad;
+    rows.push_back({"cross_entropy_fwd " + dims, median_ms([&] { cross_entropy(x, t); })});
+  }
+  Tensor xr = x.detach().requires_grad_();
+  Tensor loss = cross_entropy(xr, t);
+  rows.push_back({"cross_entropy_bwd " + dims, backward_ms(xr, loss, ones({}))});
+}
+
+void bench_matmul(std::vector<KernelBenchRow>& rows, int64_t n) {
+  Generator gen(3);
+  Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
+  autograd::NoGradGuard no_grad;
+  rows.push_back({"matmul " + dims_name({n, n, n}), median_ms([&] { matmul(a, b); })});
+}
+
+}  // namespace
+
+std::vector<KernelBenchRow> bench_kernels_nn(int threads) {
+  if (threads > 0) set_num_threads(threads);
+  std::vector<KernelBenchRow> rows;
+  auto softmax1 = [](const Tensor& x) { return softmax(x, 1); };
+  bench_unary(rows, "softmax", {8, 10}, softmax1);
+  bench_unary(rows, "softmax", {8, 10, 28, 28}, softmax1);
+  bench_cross_entropy(rows, 32, 10);
+  bench_cross_entropy(rows, 256, 1000);
+  bench_unary(rows, "relu", {1024, 1024}, [](const Tensor& x) { return relu(x); });
+  bench_matmul(rows, 256);
+  bench_matmul(rows, 1024);
+  return rows;
+}
+
+}  // namespace ember

@@ -1,0 +1,89 @@
+// exp and row reductions for the softmax-family kernels, written so that the compiler can
+// vectorise the loops that use them.
+//
+//   for (int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i] - max);   // becomes AVX-512 code
+//   double s = lane_sum(n, [&](int64_t i) { return y[i]; });
+//
+// Note [Vectorisable exp]: std::exp(float) is a libm call, which stops GCC from vectorising the
+// loop around it unless -ffast-math is on (it is not: ember keeps IEEE semantics); so do
+// std::floor and std::fmin, hence the ternary clamps and the 1.5 * 2^23 rounding trick. For f32 this
+// is Cephes' expf instead: exp(x) = 2^n * exp(r) with n = round(x / ln 2) and |r| <= ln 2 / 2,
+// exp(r) by a degree-6 polynomial, 2^n built in the exponent bits; all branch-free arithmetic.
+// Its error is within 2 ulp over the normal range. Results that would be subnormal
+// (x < -87.3) flush to 0, which no softmax or log-sum-exp can notice next to a term of 1.
+// f64 (used by gradcheck) keeps std::exp.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace ember::cpu {
+
+inline float fast_exp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = hi + lo
+  constexpr float kMin = -87.3365447f, kMax = 88.3762626f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
+  const float lo = x < kMin ? kMin : x;
+  const float xc = lo > kMax ? kMax : lo;
+  const float n = (xc * kLog2e + kRound) - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float scaled = p * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  const float big = x > kMax ? std::numeric_limits<float>::infinity() : scaled;
+  const float out = x < kMin ? 0.0f : big;
+  return x != x ? x : out;  // NaN stays NaN
+}
+
+inline double fast_exp(double x) { return std::exp(x); }
+
+// Note [Lane reductions]: without -ffast-math a loop `s += v[i]` must add in order, so it
+// cannot be vectorised. These keep kAccLanes independent partial results (lane k takes
+// elements k, k + kAccLanes, ...) that the compiler maps onto vector registers, and combine
+// them at the end. Sums accumulate in double.
+constexpr int64_t kAccLanes = 16;
+
+// max over f(0..n-1) of type T (-inf when n = 0; NaNs are skipped, a NaN input still poisons
+// anything computed from it afterwards).
+template <class T, class F>
+T lane_max(int64_t n, F f) {
+  constexpr T kLow = -std::numeric_limits<T>::infinity();
+  T part[kAccLanes];
+  for (int64_t k = 0; k < kAccLanes; ++k) part[k] = kLow;
+  int64_t i = 0;
+  for (; i + kAccLanes <= n; i += kAccLanes)
+    for (int64_t k = 0; k < kAccLanes; ++k) {
+      const T v = f(i + k);
+      part[k] = v > part[k] ? v : part[k];
+    }
+  T m = kLow;
+  for (; i < n; ++i) {
+    const T v = f(i);
+    m = v > m ? v : m;
+  }
+  for (int64_t k = 0; k < kAccLanes; ++k) m = part[k] > m ? part[k] : m;
+  return m;
+}
+
+// sum over f(0..n-1), accumulated in double.
+template <class F>
+double lane_sum(int64_t n, F f) {
+  double part[kAccLanes] = {};
+  int64_t i = 0;
+  for (; i + kAccLanes <= n; i += kAccLanes)
+    for (int64_t k = 0; k < kAccLanes; ++k) part[k] += double(f(i + k));
+  double s = 0;
+  for (; i < n; ++i) s += double(f(i));
+  for (int64_t k = 0; k < kAccLanes; ++k) s += part[k];
+  return s;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,109 @@
+#include "ops/norm.h"
+
+#include "autograd/autograd.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+namespace ember {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::save;
+using autograd::TensorList;
+
+namespace {
+
+// x contiguous, viewed as (N, C, S) with S the product of the dims after C.
+Tensor as_ncs(const Tensor& x) {
+  const int64_t N = x.size(0), C = x.size(1), S = C * N == 0 ? 0 : x.numel() / (N * C);
+  return Tensor::view_of(x, {N, C, S}, {C * S, S, 1}, x.offset());
+}
+
+void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
+  if (!t.defined()) return;
+  EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: expected ", what, " of shape ",
+              shape_str({x.size(1)}), " for input ", shape_str(x.shape()), ", got ", shape_str(t.shape()));
+  check_same_device("batch_norm", x, t);
+  check_same_dtype("batch_norm", x, t);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  EMBER_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ",
+              shape_str(x.shape()));
+  EMBER_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
+  check_channel_vector(weight, "weight", x);
+  check_channel_vector(bias, "bias", x);
+  check_channel_vector(running_mean, "running_mean", x);
+  check_channel_vector(running_var, "running_var", x);
+  EMBER_CHECK(running_mean.defined() == running_var.defined(),
+              "batch_norm: expected both running_mean and running_var, or neither");
+  EMBER_CHECK(training || running_mean.defined(),
+              "batch_norm: evaluation (training = false) needs running_mean and running_var");
+  EMBER_CHECK(!needs_grad(running_mean) && !needs_grad(running_var),
+              "batch_norm: running_mean and running_var are updated in place and must not require grad");
+  EMBER_CHECK(eps > 0, "batch_norm: expected eps > 0, got ", eps);
+  const int64_t C = x.size(1), per_channel = C == 0 ? 0 : x.numel() / C;
+  EMBER_CHECK(!training || per_channel > 1, "batch_norm: expected more than 1 value per channel when training, "
+              "got input size ", shape_str(x.shape()));
+
+  const Tensor xc = x.contiguous();
+  Tensor mean, invstd;
+  if (training) {
+    mean = Tensor::empty({C}, x.options());
+    invstd = Tensor::empty({C}, x.options());
+    EMBER_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()),
+                "batch_norm: running stats must be contiguous (they are updated in place)");
+    batch_norm_stats_kernel(x.device(), as_ncs(xc), eps, momentum, mean, invstd, running_mean, running_var);
+    if (running_mean.defined()) {
+      running_mean.bump_version();
+      running_var.bump_version();
+    }
+  } else {
+    // Copies, so a later training step that updates the running stats in place does not
+    // invalidate what this node saved.
+    autograd::NoGradGuard no_grad;
+    mean = running_mean.clone();
+    invstd = rsqrt(add(running_var, eps));
+  }
+  Tensor y = Tensor::empty(x.shape(), x.options());
+  batch_norm_apply_kernel(x.device(), as_ncs(xc), mean, invstd, weight.defined() ? weight.contiguous() : Tensor(),
+                          bias.defined() ? bias.contiguous() : Tensor(), as_ncs(y));
+  if (needs_grad({x, weight, bias})) {
+    const bool nx = needs_grad(x), nw = needs_grad(weight), nb = needs_grad(bias);
+    record("batch_norm", {x, weight, bias}, y,
+           [sx = save(xc), sw = save(weight), sm = save(mean), si = save(invstd), training, nx, nw,
+            nb](const Tensor& g) -> TensorList {
+             const char* op = "batch_norm";
+             BatchNormGrads d = batch_norm_backward(g, sx.get(op), sw.get(op), sm.get(op), si.get(op), training, nx,
+                                                    nw, nb);
+             return {d.dx, d.dweight, d.dbias};
+           });
+  }
+  return y;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& invstd, bool training, bool need_dx, bool need_dweight,
+                                   bool need_dbias) {
+  EMBER_CHECK(x.dim() >= 2 && grad.shape() == x.shape(), "batch_norm_backward: expected grad and x of one shape "
+              "(N, C, ...), got ", shape_str(grad.shape()), " and ", shape_str(x.shape()));
+  check_same_dtype("batch_norm_backward", grad, x);
+  check_channel_vector(weight, "weight", x);
+  check_channel_vector(mean, "mean", x);
+  check_channel_vector(invstd, "invstd", x);
+  const int64_t C = x.size(1);
+  BatchNormGrads d;
+  if (need_dx) d.dx = Tensor::empty(x.shape(), x.options());
+  if (need_dweight) d.dweight = Tensor::empty({C}, x.options());
+  if (need_dbias) d.dbias = Tensor::empty({C}, x.options());
+  const Tensor xc = x.contiguous(), gc = grad.contiguous();
+  batch_norm_backward_kernel(x.device(), as_ncs(gc), as_ncs(xc), mean.contiguous(), invstd.contiguous(),
+                             weight.defined() ? weight.contiguous() : Tensor(), training,
+                             d.dx.defined() ? as_ncs(d.dx) : Tensor(), d.dweight, d.dbias);
+  return d;
+}
+
+}  // namespace ember
