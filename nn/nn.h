@@ -3,10 +3,12 @@
 #pragma once
 
 #include "nn/checkpoint.h"
+#include "nn/conv_layers.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/models.h"
 #include "nn/module.h"
+#include "nn/norm_layers.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/lr_scheduler.h"
