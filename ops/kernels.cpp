@@ -22,6 +22,28 @@ DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_add_kernel
 DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> gather_kernel("gather", &cpu::gather);
 DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel("scatter_add", &cpu::scatter_add);
 
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_forward_kernel("conv2d", &cpu::conv2d_forward);
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_input_grad_kernel("conv2d_input_grad", &cpu::conv2d_input_grad);
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_weight_grad_kernel("conv2d_weight_grad", &cpu::conv2d_weight_grad);
+DeviceKernel<void(const Tensor&, const Tensor&)> conv2d_bias_grad_kernel("conv2d_bias_grad", &cpu::conv2d_bias_grad);
+DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    max_pool2d_forward_kernel("max_pool2d", &cpu::max_pool2d_forward);
+DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    max_pool2d_backward_kernel("max_pool2d_backward", &cpu::max_pool2d_backward);
+DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)>
+    avg_pool2d_forward_kernel("avg_pool2d", &cpu::avg_pool2d_forward);
+DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)>
+    avg_pool2d_backward_kernel("avg_pool2d_backward", &cpu::avg_pool2d_backward);
+DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_kernel("adaptive_avg_pool2d",
+                                                                                     &cpu::adaptive_avg_pool2d_forward);
+DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel(
+    "adaptive_avg_pool2d_backward", &cpu::adaptive_avg_pool2d_backward);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel(
+    "linear", &cpu::linear_forward);
+
 namespace {
 std::atomic<CrossDeviceCopy> g_cross_device_copy{nullptr};
 }

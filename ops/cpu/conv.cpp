@@ -1,0 +1,273 @@
+// Convolution on the CPU as im2col + GEMM (ops/cpu/gemm.h).
+//
+// One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
+// pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
+// is (groups, patch, Ho * Wo) and every product below is one GEMM per (image, group):
+//   forward       y[n, g]    (Cout/G, L)  = w[g] (Cout/G, patch) @ col[n, g] (patch, L)
+//   input grad    dcol[n, g] (patch, L)   = w[g]^T @ dy[n, g],  then dx[n] = col2im(dcol[n])
+//   weight grad   dw[g]      (Cout/G, patch) += dy[n, g] @ col[n, g]^T  (summed over n)
+// where patch = Cin/G * kH * kW and L = Ho * Wo.
+//
+// Note [Batched over images and groups]: the (image, group) GEMMs form one strided batched
+// GEMM. When there are at least as many of them as threads, each thread takes whole GEMMs
+// (gemm() runs inline inside a parallel_for), so a depthwise or grouped convolution does not
+// wake the pool once per tiny product; when there are fewer, they run one after another and
+// each GEMM splits its rows across the threads instead.
+//
+// Note [Column budget]: the column buffers of a chunk of images come from the caching
+// allocator and are bounded by kColumnBudgetBytes: the batch is processed in chunks of as many
+// images as fit (at least one). A 1x1, stride-1, unpadded convolution needs no columns at all:
+// the input image already is its column matrix.
+//
+// Note [col2im without atomics]: col2im gathers. Each input row (n, c, h) is produced by one
+// task, which visits exactly the kernel rows kh whose output row oh = (h + pad - kh dilation) /
+// stride is integral and in range, and adds the column entries that read each pixel of the row.
+// No two tasks write the same memory, so the result is deterministic and needs no atomics
+// (the CUDA kernel can use the same formulation with one thread per pixel).
+#include <Eigen/Core>
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/conv_kernels.h"
+#include "ops/cpu/gemm.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;
+constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
+
+// The outputs o in [0, count) whose input position o * stride + offset lies in [0, size).
+struct Range {
+  int64_t begin, end;
+};
+Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t count) {
+  const int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t end = offset >= size ? 0 : std::min(count, (size - offset + stride - 1) / stride);
+  return {std::min(begin, count), std::max(std::min(begin, count), end)};
+}
+
+// Runs body(i) for i in [0, count): whole items per thread when there are enough of them,
+// else one after another so that the parallel loops inside body use the threads.
+void for_each_item(int64_t count, const std::function<void(int64_t)>& body) {
+  if (count >= num_threads() && count > 1) {
+    parallel_for(0, count, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) body(i);
+    });
+  } else {
+    for (int64_t i = 0; i < count; ++i) body(i);
+  }
+}
+
+// x: (channels, H, W) of one image -> col rows (c, kh, kw) for channels [c0, c1).
+template <class T>
+void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1) {
+  const int64_t H = g.in_h, W = g.in_w, Ho = g.out_h, Wo = g.out_w, sw = g.stride_w;
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * Ho * Wo;
+        const int64_t w_off = kw * g.dilation_w - g.pad_w;
+        const Range ow = valid_outputs(w_off, sw, W, Wo);
+        for (int64_t oh = 0; oh < Ho; ++oh) {
+          T* out = row + oh * Wo;
+          const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+          if (ih < 0 || ih >= H) {
+            std::fill(out, out + Wo, T(0));
+            continue;
+          }
+          const T* in = x + (c * H + ih) * W + w_off;
+          std::fill(out, out + ow.begin, T(0));
+          if (sw == 1) std::copy(in + ow.begin, in + ow.end, out + ow.begin);
+          else
+            for (int64_t o = ow.begin; o < ow.end; ++o) out[o] = in[o * sw];
+          std::fill(out + ow.end, out + Wo, T(0));
+        }
+      }
+    }
+  }
+}
+
+// col rows (c, kh, kw) of one image -> dx rows r = c * H + h for r in [r0, r1) (see
+// Note [col2im without atomics]).
+template <class T>
+void col2im(const Conv2dGeometry& g, const T* col, T* dx, int64_t r0, int64_t r1) {
+  const int64_t H = g.in_h, W = g.in_w, Ho = g.out_h, Wo = g.out_w, sh = g.stride_h, sw = g.stride_w;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t c = r / H, ih = r % H;
+    T* out = dx + r * W;
+    std::fill(out, out + W, T(0));
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const int64_t t = ih + g.pad_h - kh * g.dilation_h;
+      if (t < 0 || t % sh != 0 || t / sh >= Ho) continue;
+      const int64_t oh = t / sh;
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const T* in = col + (((c * g.kernel_h + kh) * g.kernel_w + kw) * Ho + oh) * Wo;
+        const int64_t w_off = kw * g.dilation_w - g.pad_w;
+        const Range ow = valid_outputs(w_off, sw, W, Wo);
+        T* o = out + w_off;
+        if (sw == 1)
+          for (int64_t i = ow.begin; i < ow.end; ++i) o[i] += in[i];
+        else
+          for (int64_t i = ow.begin; i < ow.end; ++i) o[i * sw] += in[i];
+      }
+    }
+  }
+}
+
+// Images of the batch in chunks whose column buffers fit the budget (Note [Column budget]).
+template <class T>
+struct ColumnChunks {
+  int64_t per_image = 0;  // column elements per image (0 for a pointwise convolution)
+  int64_t images = 1;     // images per chunk
+  Tensor workspace;
+
+  ColumnChunks(const Conv2dGeometry& g, DType dtype) {
+    if (g.is_pointwise()) {
+      images = std::max<int64_t>(g.batch, 1);
+      return;
+    }
+    per_image = g.groups * g.patch_size() * g.out_plane();
+    images = std::clamp<int64_t>(kColumnBudgetBytes / std::max<int64_t>(1, per_image * int64_t(sizeof(T))), 1,
+                                 std::max<int64_t>(g.batch, 1));
+    workspace = Tensor::empty({images * per_image}, {.dtype = dtype});
+  }
+  T* columns(int64_t i) const { return workspace.data<T>() + i * per_image; }
+};
+
+// im2col of images [n0, n0 + count) into the chunk's buffers, in parallel over (image, channel).
+template <class T>
+void im2col_chunk(const Conv2dGeometry& g, const T* x, const ColumnChunks<T>& cols, int64_t n0, int64_t count) {
+  const int64_t C = g.in_channels, image = C * g.in_plane();
+  const int64_t grain = std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, cols.per_image / C));
+  parallel_for(0, count * C, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e;) {
+      const int64_t i = r / C, c0 = r % C, c1 = std::min(C, c0 + (e - r));
+      im2col(g, x + (n0 + i) * image, cols.columns(i), c0, c1);
+      r += c1 - c0;
+    }
+  });
+}
+
+template <class T>
+void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* bp = b.defined() ? b.data<T>() : nullptr;
+  T* yp = y.data<T>();
+  ColumnChunks<T> cols(g, x.dtype());
+  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
+    const int64_t count = std::min(cols.images, g.batch - n0);
+    if (cols.per_image) im2col_chunk(g, xp, cols, n0, count);
+    for_each_item(count * G, [&](int64_t item) {
+      const int64_t i = item / G, grp = item % G, n = n0 + i;
+      const T* col = cols.per_image ? cols.columns(i) : xp + n * g.in_channels * L;
+      T* out = yp + (n * g.out_channels + grp * M) * L;
+      if (bp)  // the bias is the GEMM's initial C
+        for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + (m + 1) * L, bp[grp * M + m]);
+      gemm<T>(false, false, M, L, K, T(1), wp + grp * M * K, K, col + grp * K * L, L, bp ? T(1) : T(0), out, L);
+    });
+  }
+}
+
+template <class T>
+void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* dyp = dy.data<T>();
+  const T* wp = w.data<T>();
+  T* dxp = dx.data<T>();
+  const int64_t image = g.in_channels * g.in_plane();
+  ColumnChunks<T> cols(g, dy.dtype());
+  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
+    const int64_t count = std::min(cols.images, g.batch - n0);
+    for_each_item(count * G, [&](int64_t item) {
+      const int64_t i = item / G, grp = item % G, n = n0 + i;
+      T* dcol = cols.per_image ? cols.columns(i) : dxp + n * image;
+      gemm<T>(true, false, K, L, M, T(1), wp + grp * M * K, K, dyp + (n * g.out_channels + grp * M) * L, L, T(0),
+              dcol + grp * K * L, L);
+    });
+    if (!cols.per_image) continue;
+    const int64_t rows = g.in_channels * g.in_h;
+    const int64_t grain = std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, g.kernel_h * g.kernel_w * g.in_w));
+    parallel_for(0, count * rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e;) {
+        const int64_t i = r / rows, r0 = r % rows, r1 = std::min(rows, r0 + (e - r));
+        col2im(g, cols.columns(i), dxp + (n0 + i) * image, r0, r1);
+        r += r1 - r0;
+      }
+    });
+  }
+}
+
+// Note [Weight gradient partials]: dw sums over the images. With fewer groups than threads,
+// the images of a chunk are dealt round-robin to `parts` accumulators (dw itself and parts - 1
+// zeroed buffers) so that threads never write the same memory; the buffers are added into dw
+// at the end. With enough groups, each group's GEMMs go to one thread and write only its rows.
+template <class T>
+void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* xp = x.data<T>();
+  const T* dyp = dy.data<T>();
+  T* dwp = dw.data<T>();
+  const int64_t weights = dw.numel();
+  std::fill(dwp, dwp + weights, T(0));
+  ColumnChunks<T> cols(g, x.dtype());
+  const int64_t parts = G >= num_threads() ? 1 : std::min<int64_t>(cols.images, num_threads());
+  Tensor partials = parts > 1 ? Tensor::empty({(parts - 1) * weights}, {.dtype = x.dtype()}) : Tensor();
+  if (parts > 1) std::fill(partials.data<T>(), partials.data<T>() + partials.numel(), T(0));
+  auto accumulator = [&](int64_t part) { return part == 0 ? dwp : partials.data<T>() + (part - 1) * weights; };
+
+  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
+    const int64_t count = std::min(cols.images, g.batch - n0);
+    if (cols.per_image) im2col_chunk(g, xp, cols, n0, count);
+    for_each_item(parts * G, [&](int64_t item) {
+      const int64_t part = item / G, grp = item % G;
+      T* acc = accumulator(part) + grp * M * K;
+      for (int64_t i = part; i < count; i += parts) {
+        const int64_t n = n0 + i;
+        const T* col = cols.per_image ? cols.columns(i) : xp + n * g.in_channels * L;
+        gemm<T>(false, true, M, K, L, T(1), dyp + (n * g.out_channels + grp * M) * L, L, col + grp * K * L, L, T(1),
+                acc, K);
+      }
+    });
+  }
+  for (int64_t part = 1; part < parts; ++part) {
+    const T* p = accumulator(part);
+    for (int64_t j = 0; j < weights; ++j) dwp[j] += p[j];
+  }
+}
+
+template <class T>
+void bias_grad_typed(const Tensor& dy, const Tensor& db) {
+  const int64_t N = dy.size(0), C = dy.size(1), P = dy.numel() / std::max<int64_t>(1, N * C);
+  const T* dyp = dy.data<T>();
+  T* dbp = db.data<T>();
+  using Row = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, N * P)), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      double acc = 0;  // each row sums in T with Eigen's packets; rows add up in double
+      for (int64_t n = 0; n < N; ++n) acc += double(Row(dyp + (n * C + c) * P, P).sum());
+      dbp[c] = T(acc);
+    }
+  });
+}
+
+}  // namespace
+
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, y); });
+}
+void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) { input_grad_typed<T>(g, dy, w, dx); });
+}
+void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
+}
+void conv2d_bias_grad(const Tensor& dy, const Tensor& db) {
+  dispatch_float(dy.dtype(), "conv2d_bias_grad", [&]<class T>(TypeTag<T>) { bias_grad_typed<T>(dy, db); });
+}
+
+}  // namespace ember::cpu
