@@ -10,14 +10,18 @@
 //
 // Note [Batched over images and groups]: the (image, group) GEMMs form one strided batched
 // GEMM. When there are at least as many of them as threads, each thread takes whole GEMMs
-// (gemm() runs inline inside a parallel_for), so a depthwise or grouped convolution does not
-// wake the pool once per tiny product; when there are fewer, they run one after another and
-// each GEMM splits its rows across the threads instead.
+// (gemm() and the copy loops run inline inside a parallel_for), so a depthwise or grouped
+// convolution does not wake the pool once per tiny product; when there are fewer, they run one
+// after another and each GEMM splits its rows (and im2col its channels) across the threads.
 //
-// Note [Column budget]: the column buffers of a chunk of images come from the caching
-// allocator and are bounded by kColumnBudgetBytes: the batch is processed in chunks of as many
-// images as fit (at least one). A 1x1, stride-1, unpadded convolution needs no columns at all:
-// the input image already is its column matrix.
+// Note [Column slices]: forward and weight gradient never hold an image's whole column
+// matrix. Each task builds the columns of a few output rows at a time, a slice of at most
+// kSliceBytes (it stays in L2 between im2col writing it and the GEMM reading it), in a
+// workspace from the caching allocator taken once per task. The input gradient needs whole
+// images (col2im gathers from every kernel row): its column buffers are bounded by
+// kColumnBudgetBytes, and the batch runs in chunks of as many images as fit (at least one).
+// A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
+// its column matrix.
 //
 // Note [col2im without atomics]: col2im gathers. Each input row (n, c, h) is produced by one
 // task, which visits exactly the kernel rows kh whose output row oh = (h + pad - kh dilation) /
@@ -36,7 +40,8 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;
+constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;  // input gradient: whole images
+constexpr int64_t kSliceBytes = int64_t(512) << 10;        // forward, weight gradient: row slices
 constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
 
 // The outputs o in [0, count) whose input position o * stride + offset lies in [0, size).
@@ -49,44 +54,77 @@ Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t count)
   return {std::min(begin, count), std::max(std::min(begin, count), end)};
 }
 
-// Runs body(i) for i in [0, count): whole items per thread when there are enough of them,
-// else one after another so that the parallel loops inside body use the threads.
-void for_each_item(int64_t count, const std::function<void(int64_t)>& body) {
-  if (count >= num_threads() && count > 1) {
-    parallel_for(0, count, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) body(i);
-    });
-  } else {
-    for (int64_t i = 0; i < count; ++i) body(i);
-  }
+// Runs body(i, workspace) for i in [0, count): whole items per thread when there are enough of
+// them, else one after another so that the parallel loops inside body use the threads. Each
+// task gets its own workspace of `workspace_elements` elements (null when 0).
+template <class T>
+void for_each_item(int64_t count, int64_t workspace_elements, DType dtype,
+                   const std::function<void(int64_t, T*)>& body) {
+  auto run = [&](int64_t b, int64_t e) {
+    Tensor workspace = workspace_elements ? Tensor::empty({workspace_elements}, {.dtype = dtype}) : Tensor();
+    T* ws = workspace_elements ? workspace.data<T>() : nullptr;
+    for (int64_t i = b; i < e; ++i) body(i, ws);
+  };
+  if (count >= num_threads() && count > 1) parallel_for(0, count, 1, run);
+  else run(0, count);
 }
 
-// x: (channels, H, W) of one image -> col rows (c, kh, kw) for channels [c0, c1).
+// x: (channels, H, W) of one image -> the columns of output rows [oh0, oh1) for channels
+// [c0, c1): col ((c1 - c0) * kH * kW, (oh1 - oh0) * Wo), row (c - c0, kh, kw).
 template <class T>
-void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1) {
-  const int64_t H = g.in_h, W = g.in_w, Ho = g.out_h, Wo = g.out_w, sw = g.stride_w;
-  for (int64_t c = c0; c < c1; ++c) {
-    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * Ho * Wo;
-        const int64_t w_off = kw * g.dilation_w - g.pad_w;
-        const Range ow = valid_outputs(w_off, sw, W, Wo);
-        for (int64_t oh = 0; oh < Ho; ++oh) {
-          T* out = row + oh * Wo;
-          const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
-          if (ih < 0 || ih >= H) {
-            std::fill(out, out + Wo, T(0));
-            continue;
+void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t oh0, int64_t oh1) {
+  const int64_t H = g.in_h, W = g.in_w, Wo = g.out_w, sw = g.stride_w, width = (oh1 - oh0) * Wo;
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  parallel_for(c0, c1, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, taps * width)),
+               [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+        for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+          T* row = col + (((c - c0) * g.kernel_h + kh) * g.kernel_w + kw) * width;
+          const int64_t w_off = kw * g.dilation_w - g.pad_w;
+          const Range ow = valid_outputs(w_off, sw, W, Wo);
+          for (int64_t oh = oh0; oh < oh1; ++oh) {
+            T* out = row + (oh - oh0) * Wo;
+            const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+            if (ih < 0 || ih >= H) {
+              std::fill(out, out + Wo, T(0));
+              continue;
+            }
+            const T* in = x + (c * H + ih) * W + w_off;
+            std::fill(out, out + ow.begin, T(0));
+            if (sw == 1) std::copy(in + ow.begin, in + ow.end, out + ow.begin);
+            else
+              for (int64_t o = ow.begin; o < ow.end; ++o) out[o] = in[o * sw];
+            std::fill(out + ow.end, out + Wo, T(0));
           }
-          const T* in = x + (c * H + ih) * W + w_off;
-          std::fill(out, out + ow.begin, T(0));
-          if (sw == 1) std::copy(in + ow.begin, in + ow.end, out + ow.begin);
-          else
-            for (int64_t o = ow.begin; o < ow.end; ++o) out[o] = in[o * sw];
-          std::fill(out + ow.end, out + Wo, T(0));
         }
       }
     }
+  });
+}
+
+// Output rows per column slice (Note [Column slices]); all of them for a pointwise convolution.
+int64_t slice_rows(const Conv2dGeometry& g, size_t element_size) {
+  if (g.is_pointwise()) return std::max<int64_t>(g.out_h, 1);
+  const int64_t row_bytes = g.patch_size() * g.out_w * int64_t(element_size);
+  return std::clamp<int64_t>(kSliceBytes / std::max<int64_t>(row_bytes, 1), 1, std::max<int64_t>(g.out_h, 1));
+}
+
+// Calls gemm_slice(col, ld, oh0, oh1) for the output-row slices of image x (Cin, H, W), group
+// grp: col (patch, (oh1 - oh0) * Wo) with row stride ld, built in `workspace` (or, for a
+// pointwise convolution, the input itself with ld = H * W).
+template <class T, class F>
+void for_each_column_slice(const Conv2dGeometry& g, const T* x, int64_t grp, T* workspace, F&& gemm_slice) {
+  const int64_t cg = g.in_channels_per_group();
+  if (g.is_pointwise()) {
+    gemm_slice(x + grp * cg * g.in_plane(), g.in_plane(), int64_t(0), g.out_h);
+    return;
+  }
+  const int64_t rows = slice_rows(g, sizeof(T));
+  for (int64_t oh0 = 0; oh0 < g.out_h; oh0 += rows) {
+    const int64_t oh1 = std::min(g.out_h, oh0 + rows);
+    im2col(g, x, workspace, grp * cg, (grp + 1) * cg, oh0, oh1);
+    gemm_slice(static_cast<const T*>(workspace), (oh1 - oh0) * g.out_w, oh0, oh1);
   }
 }
 
@@ -117,7 +155,8 @@ void col2im(const Conv2dGeometry& g, const T* col, T* dx, int64_t r0, int64_t r1
   }
 }
 
-// Images of the batch in chunks whose column buffers fit the budget (Note [Column budget]).
+// The input gradient's whole-image column buffers, in chunks of images that fit the budget
+// (Note [Column slices]).
 template <class T>
 struct ColumnChunks {
   int64_t per_image = 0;  // column elements per image (0 for a pointwise convolution)
@@ -137,20 +176,6 @@ struct ColumnChunks {
   T* columns(int64_t i) const { return workspace.data<T>() + i * per_image; }
 };
 
-// im2col of images [n0, n0 + count) into the chunk's buffers, in parallel over (image, channel).
-template <class T>
-void im2col_chunk(const Conv2dGeometry& g, const T* x, const ColumnChunks<T>& cols, int64_t n0, int64_t count) {
-  const int64_t C = g.in_channels, image = C * g.in_plane();
-  const int64_t grain = std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, cols.per_image / C));
-  parallel_for(0, count * C, grain, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e;) {
-      const int64_t i = r / C, c0 = r % C, c1 = std::min(C, c0 + (e - r));
-      im2col(g, x + (n0 + i) * image, cols.columns(i), c0, c1);
-      r += c1 - c0;
-    }
-  });
-}
-
 template <class T>
 void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
@@ -158,19 +183,18 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   const T* wp = w.data<T>();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
   T* yp = y.data<T>();
-  ColumnChunks<T> cols(g, x.dtype());
-  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
-    const int64_t count = std::min(cols.images, g.batch - n0);
-    if (cols.per_image) im2col_chunk(g, xp, cols, n0, count);
-    for_each_item(count * G, [&](int64_t item) {
-      const int64_t i = item / G, grp = item % G, n = n0 + i;
-      const T* col = cols.per_image ? cols.columns(i) : xp + n * g.in_channels * L;
-      T* out = yp + (n * g.out_channels + grp * M) * L;
-      if (bp)  // the bias is the GEMM's initial C
-        for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + (m + 1) * L, bp[grp * M + m]);
-      gemm<T>(false, false, M, L, K, T(1), wp + grp * M * K, K, col + grp * K * L, L, bp ? T(1) : T(0), out, L);
+  const int64_t workspace = g.is_pointwise() ? 0 : K * slice_rows(g, sizeof(T)) * g.out_w;
+  for_each_item<T>(g.batch * G, workspace, x.dtype(), [&](int64_t item, T* ws) {
+    const int64_t n = item / G, grp = item % G;
+    T* out = yp + (n * g.out_channels + grp * M) * L;
+    if (bp)  // the bias is the GEMM's initial C
+      for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + (m + 1) * L, bp[grp * M + m]);
+    for_each_column_slice(g, xp + n * g.in_channels * g.in_plane(), grp, ws,
+                          [&](const T* col, int64_t ld, int64_t oh0, int64_t oh1) {
+      gemm<T>(false, false, M, (oh1 - oh0) * g.out_w, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0),
+              out + oh0 * g.out_w, L);
     });
-  }
+  });
 }
 
 template <class T>
@@ -183,7 +207,7 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
   ColumnChunks<T> cols(g, dy.dtype());
   for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
     const int64_t count = std::min(cols.images, g.batch - n0);
-    for_each_item(count * G, [&](int64_t item) {
+    for_each_item<T>(count * G, 0, dy.dtype(), [&](int64_t item, T*) {
       const int64_t i = item / G, grp = item % G, n = n0 + i;
       T* dcol = cols.per_image ? cols.columns(i) : dxp + n * image;
       gemm<T>(true, false, K, L, M, T(1), wp + grp * M * K, K, dyp + (n * g.out_channels + grp * M) * L, L, T(0),
@@ -202,10 +226,11 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
   }
 }
 
-// Note [Weight gradient partials]: dw sums over the images. With fewer groups than threads,
-// the images of a chunk are dealt round-robin to `parts` accumulators (dw itself and parts - 1
-// zeroed buffers) so that threads never write the same memory; the buffers are added into dw
-// at the end. With enough groups, each group's GEMMs go to one thread and write only its rows.
+// Note [Weight gradient partials]: dw sums over the images. The images are dealt round-robin
+// to `parts` accumulators (dw itself and parts - 1 zeroed buffers), and each (part, group)
+// pair is one task that alone writes its rows, so threads never write the same memory; the
+// buffers are added into dw at the end. There are about four tasks per thread (parts = 1 once
+// the groups alone provide them), so that a thread whose core is busy just takes fewer.
 template <class T>
 void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
@@ -214,26 +239,23 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
   T* dwp = dw.data<T>();
   const int64_t weights = dw.numel();
   std::fill(dwp, dwp + weights, T(0));
-  ColumnChunks<T> cols(g, x.dtype());
-  const int64_t parts = G >= num_threads() ? 1 : std::min<int64_t>(cols.images, num_threads());
+  const int64_t parts = std::clamp<int64_t>((4 * num_threads() + G - 1) / G, 1, std::max<int64_t>(g.batch, 1));
   Tensor partials = parts > 1 ? Tensor::empty({(parts - 1) * weights}, {.dtype = x.dtype()}) : Tensor();
   if (parts > 1) std::fill(partials.data<T>(), partials.data<T>() + partials.numel(), T(0));
   auto accumulator = [&](int64_t part) { return part == 0 ? dwp : partials.data<T>() + (part - 1) * weights; };
 
-  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
-    const int64_t count = std::min(cols.images, g.batch - n0);
-    if (cols.per_image) im2col_chunk(g, xp, cols, n0, count);
-    for_each_item(parts * G, [&](int64_t item) {
-      const int64_t part = item / G, grp = item % G;
-      T* acc = accumulator(part) + grp * M * K;
-      for (int64_t i = part; i < count; i += parts) {
-        const int64_t n = n0 + i;
-        const T* col = cols.per_image ? cols.columns(i) : xp + n * g.in_channels * L;
-        gemm<T>(false, true, M, K, L, T(1), dyp + (n * g.out_channels + grp * M) * L, L, col + grp * K * L, L, T(1),
-                acc, K);
-      }
-    });
-  }
+  const int64_t workspace = g.is_pointwise() ? 0 : K * slice_rows(g, sizeof(T)) * g.out_w;
+  for_each_item<T>(parts * G, workspace, x.dtype(), [&](int64_t item, T* ws) {
+    const int64_t part = item / G, grp = item % G;
+    T* acc = accumulator(part) + grp * M * K;
+    for (int64_t n = part; n < g.batch; n += parts) {
+      const T* dy_n = dyp + (n * g.out_channels + grp * M) * L;
+      for_each_column_slice(g, xp + n * g.in_channels * g.in_plane(), grp, ws,
+                            [&](const T* col, int64_t ld, int64_t oh0, int64_t oh1) {
+        gemm<T>(false, true, M, K, (oh1 - oh0) * g.out_w, T(1), dy_n + oh0 * g.out_w, L, col, ld, T(1), acc, K);
+      });
+    }
+  });
   for (int64_t part = 1; part < parts; ++part) {
     const T* p = accumulator(part);
     for (int64_t j = 0; j < weights; ++j) dwp[j] += p[j];
