@@ -13,6 +13,8 @@
 // (gemm() and the copy loops run inline inside a parallel_for), so a depthwise or grouped
 // convolution does not wake the pool once per tiny product; when there are fewer, they run one
 // after another and each GEMM splits its rows (and im2col its channels) across the threads.
+// The forward also cuts each product into output-row slices when a small batch would give
+// fewer than about four tasks per thread (slices write disjoint output columns).
 //
 // Note [Column slices]: forward and weight gradient never hold an image's whole column
 // matrix. Each task builds the columns of a few output rows at a time, a slice of at most
@@ -31,6 +33,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/parallel.h"
@@ -103,29 +106,25 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1,
   });
 }
 
-// Output rows per column slice (Note [Column slices]); all of them for a pointwise convolution.
-int64_t slice_rows(const Conv2dGeometry& g, size_t element_size) {
-  if (g.is_pointwise()) return std::max<int64_t>(g.out_h, 1);
+// Output rows per column slice: at most kSliceBytes of columns (Note [Column slices]), and
+// at most ceil(Ho / want_slices) rows so that small batches still make enough tasks.
+int64_t slice_rows(const Conv2dGeometry& g, size_t element_size, int64_t want_slices = 1) {
+  const int64_t all = std::max<int64_t>(g.out_h, 1);
   const int64_t row_bytes = g.patch_size() * g.out_w * int64_t(element_size);
-  return std::clamp<int64_t>(kSliceBytes / std::max<int64_t>(row_bytes, 1), 1, std::max<int64_t>(g.out_h, 1));
+  const int64_t cap = g.is_pointwise() ? all : std::max<int64_t>(1, kSliceBytes / std::max<int64_t>(row_bytes, 1));
+  return std::clamp<int64_t>((all + want_slices - 1) / want_slices, 1, cap);
 }
 
-// Calls gemm_slice(col, ld, oh0, oh1) for the output-row slices of image x (Cin, H, W), group
-// grp: col (patch, (oh1 - oh0) * Wo) with row stride ld, built in `workspace` (or, for a
-// pointwise convolution, the input itself with ld = H * W).
-template <class T, class F>
-void for_each_column_slice(const Conv2dGeometry& g, const T* x, int64_t grp, T* workspace, F&& gemm_slice) {
+// The columns of image x (Cin, H, W), group grp, output rows [oh0, oh1): a (patch, (oh1 - oh0)
+// * Wo) matrix with row stride ld, built in `workspace`, or the input itself for a pointwise
+// convolution (whose output positions are its input positions).
+template <class T>
+std::pair<const T*, int64_t> columns(const Conv2dGeometry& g, const T* x, int64_t grp, T* workspace, int64_t oh0,
+                                     int64_t oh1) {
   const int64_t cg = g.in_channels_per_group();
-  if (g.is_pointwise()) {
-    gemm_slice(x + grp * cg * g.in_plane(), g.in_plane(), int64_t(0), g.out_h);
-    return;
-  }
-  const int64_t rows = slice_rows(g, sizeof(T));
-  for (int64_t oh0 = 0; oh0 < g.out_h; oh0 += rows) {
-    const int64_t oh1 = std::min(g.out_h, oh0 + rows);
-    im2col(g, x, workspace, grp * cg, (grp + 1) * cg, oh0, oh1);
-    gemm_slice(static_cast<const T*>(workspace), (oh1 - oh0) * g.out_w, oh0, oh1);
-  }
+  if (g.is_pointwise()) return {x + grp * cg * g.in_plane() + oh0 * g.out_w, g.in_plane()};
+  im2col(g, x, workspace, grp * cg, (grp + 1) * cg, oh0, oh1);
+  return {workspace, (oh1 - oh0) * g.out_w};
 }
 
 // col rows (c, kh, kw) of one image -> dx rows r = c * H + h for r in [r0, r1) (see
@@ -183,17 +182,19 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   const T* wp = w.data<T>();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
   T* yp = y.data<T>();
-  const int64_t workspace = g.is_pointwise() ? 0 : K * slice_rows(g, sizeof(T)) * g.out_w;
-  for_each_item<T>(g.batch * G, workspace, x.dtype(), [&](int64_t item, T* ws) {
-    const int64_t n = item / G, grp = item % G;
-    T* out = yp + (n * g.out_channels + grp * M) * L;
+  // Tasks are (image, group, row slice): slices write disjoint output columns.
+  const int64_t images_groups = std::max<int64_t>(g.batch * G, 1);
+  const int64_t rows = slice_rows(g, sizeof(T), (4 * num_threads() + images_groups - 1) / images_groups);
+  const int64_t slices = (g.out_h + rows - 1) / rows;
+  const int64_t workspace = g.is_pointwise() ? 0 : K * rows * g.out_w;
+  for_each_item<T>(g.batch * G * slices, workspace, x.dtype(), [&](int64_t item, T* ws) {
+    const int64_t n = item / (G * slices), grp = item / slices % G, oh0 = item % slices * rows;
+    const int64_t oh1 = std::min(g.out_h, oh0 + rows), width = (oh1 - oh0) * g.out_w;
+    T* out = yp + (n * g.out_channels + grp * M) * L + oh0 * g.out_w;
     if (bp)  // the bias is the GEMM's initial C
-      for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + (m + 1) * L, bp[grp * M + m]);
-    for_each_column_slice(g, xp + n * g.in_channels * g.in_plane(), grp, ws,
-                          [&](const T* col, int64_t ld, int64_t oh0, int64_t oh1) {
-      gemm<T>(false, false, M, (oh1 - oh0) * g.out_w, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0),
-              out + oh0 * g.out_w, L);
-    });
+      for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + m * L + width, bp[grp * M + m]);
+    const auto [col, ld] = columns(g, xp + n * g.in_channels * g.in_plane(), grp, ws, oh0, oh1);
+    gemm<T>(false, false, M, width, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0), out, L);
   });
 }
 
@@ -244,16 +245,18 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
   if (parts > 1) std::fill(partials.data<T>(), partials.data<T>() + partials.numel(), T(0));
   auto accumulator = [&](int64_t part) { return part == 0 ? dwp : partials.data<T>() + (part - 1) * weights; };
 
-  const int64_t workspace = g.is_pointwise() ? 0 : K * slice_rows(g, sizeof(T)) * g.out_w;
+  const int64_t rows = slice_rows(g, sizeof(T));
+  const int64_t workspace = g.is_pointwise() ? 0 : K * rows * g.out_w;
   for_each_item<T>(parts * G, workspace, x.dtype(), [&](int64_t item, T* ws) {
     const int64_t part = item / G, grp = item % G;
     T* acc = accumulator(part) + grp * M * K;
     for (int64_t n = part; n < g.batch; n += parts) {
       const T* dy_n = dyp + (n * g.out_channels + grp * M) * L;
-      for_each_column_slice(g, xp + n * g.in_channels * g.in_plane(), grp, ws,
-                            [&](const T* col, int64_t ld, int64_t oh0, int64_t oh1) {
+      for (int64_t oh0 = 0; oh0 < g.out_h; oh0 += rows) {
+        const int64_t oh1 = std::min(g.out_h, oh0 + rows);
+        const auto [col, ld] = columns(g, xp + n * g.in_channels * g.in_plane(), grp, ws, oh0, oh1);
         gemm<T>(false, true, M, K, (oh1 - oh0) * g.out_w, T(1), dy_n + oh0 * g.out_w, L, col, ld, T(1), acc, K);
-      });
+      }
     }
   });
   for (int64_t part = 1; part < parts; ++part) {

@@ -81,7 +81,8 @@ TEST_CASE("conv2d gradcheck on a non-contiguous input", "[conv][gradcheck]") {
 
 TEST_CASE("conv2d splits a large batch into column chunks without changing the result", "[conv]") {
   // Columns of one image: 16 channels x 9 taps x 64 x 64 x 4 B = 2.25 MiB, so 30 images need
-  // 67.5 MiB and the batch runs in two chunks (the budget is 64 MiB).
+  // 67.5 MiB and the input gradient runs in two chunks (the budget is 64 MiB); forward and
+  // weight gradient build 14-row column slices (the 512 KiB slice cap), 5 per image.
   Tensor x = randn({30, 16, 64, 64}).requires_grad_();
   Tensor w = randn({4, 16, 3, 3}).requires_grad_();
   Tensor b = randn({4}).requires_grad_();
