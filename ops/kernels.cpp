@@ -42,6 +42,27 @@ DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_los
     "nll_loss_backward", &cpu::nll_loss_backward);
 DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel("dropout",
                                                                                                    &cpu::dropout);
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_forward_kernel("conv2d", &cpu::conv2d_forward);
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_input_grad_kernel("conv2d_input_grad", &cpu::conv2d_input_grad);
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    conv2d_weight_grad_kernel("conv2d_weight_grad", &cpu::conv2d_weight_grad);
+DeviceKernel<void(const Tensor&, const Tensor&)> conv2d_bias_grad_kernel("conv2d_bias_grad", &cpu::conv2d_bias_grad);
+DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    max_pool2d_forward_kernel("max_pool2d", &cpu::max_pool2d_forward);
+DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
+    max_pool2d_backward_kernel("max_pool2d_backward", &cpu::max_pool2d_backward);
+DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)>
+    avg_pool2d_forward_kernel("avg_pool2d", &cpu::avg_pool2d_forward);
+DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)>
+    avg_pool2d_backward_kernel("avg_pool2d_backward", &cpu::avg_pool2d_backward);
+DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_kernel("adaptive_avg_pool2d",
+                                                                                     &cpu::adaptive_avg_pool2d_forward);
+DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel(
+    "adaptive_avg_pool2d_backward", &cpu::adaptive_avg_pool2d_backward);
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel(
+    "linear", &cpu::linear_forward);
 
 namespace {
 std::atomic<CrossDeviceCopy> g_cross_device_copy{nullptr};

@@ -5,6 +5,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/nn_kernels.h"
 #include "ops/dispatch.h"
@@ -46,6 +47,18 @@ extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tens
 extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&)> nll_loss_forward_kernel;
 extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_loss_backward_kernel;
 extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel;
+// Convolution, pooling, linear: contracts in ops/cpu/conv_kernels.h.
+extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)> conv2d_forward_kernel;
+extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_input_grad_kernel;
+extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_weight_grad_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&)> conv2d_bias_grad_kernel;
+extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_forward_kernel;
+extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_backward_kernel;
+extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_forward_kernel;
+extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_backward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel;
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA layer; null when there is only the CPU.

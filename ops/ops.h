@@ -3,9 +3,12 @@
 
 #include "autograd/autograd.h"
 #include "ops/creation.h"
+#include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/index_ops.h"
 #include "ops/linalg.h"
+#include "ops/linear.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
 #include "ops/dropout.h"

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""PyTorch's timings for the rows of apps/bench_kernels_conv.cpp, printed as lines `name ms`.
+
+    /usr/bin/python3 apps/bench/torch_kernels.py --threads 2
+
+Same shapes, same method: one warm-up call sizes blocks of about 50 ms; the median of 7
+blocks is reported in milliseconds per call. The backward rows call the ATen kernels that
+autograd calls (convolution_backward with one output selected, max_pool2d_with_indices_backward).
+"""
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+BLOCKS, BLOCK_SECONDS = 7, 0.05
+
+
+def median_ms(fn):
+    start = time.perf_counter()
+    fn()
+    warm = time.perf_counter() - start
+    calls = max(1, int(BLOCK_SECONDS / max(warm, 1e-7)))
+    per_call = []
+    for _ in range(BLOCKS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - start) / calls * 1e3)
+    return sorted(per_call)[BLOCKS // 2]
+
+
+def conv_backward(dy, x, w, mask):
+    return torch.ops.aten.convolution_backward(dy, x, w, [w.shape[0]], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+
+
+def rows():
+    out = []
+    x, w, b = torch.randn(2, 4, 64, 64), torch.randn(8, 4, 3, 3), torch.randn(8)
+    dy = torch.randn(2, 8, 64, 64)
+    out.append(("conv2d_forward_n2_c4to8_64x64_k3p1", lambda: F.conv2d(x, w, b, 1, 1)))
+    out.append(("conv2d_input_grad_n2_c4to8_64x64_k3p1", lambda: conv_backward(dy, x, w, [True, False, False])))
+    for n, cin, cout, hw in [(2, 4, 8, 32), (8, 32, 64, 128)]:
+        xs, ws, dys = torch.randn(n, cin, hw, hw), torch.randn(cout, cin, 3, 3), torch.randn(n, cout, hw, hw)
+        out.append((f"conv2d_weight_grad_n{n}_c{cin}to{cout}_{hw}x{hw}_k3p1",
+                    lambda xs=xs, ws=ws, dys=dys: conv_backward(dys, xs, ws, [False, True, False])))
+    dyb = torch.randn(32, 128, 64, 64)
+    out.append(("conv2d_bias_grad_n32_c128_64x64", lambda: dyb.sum((0, 2, 3))))
+    xp = torch.randn(8, 64, 128, 128)
+    yp, indices = F.max_pool2d(xp, 2, return_indices=True)
+    dyp = torch.randn_like(yp)
+    out.append(("max_pool2d_forward_8x64x128x128_k2", lambda: F.max_pool2d(xp, 2, return_indices=True)))
+    out.append(("max_pool2d_backward_8x64x128x128_k2", lambda: torch.ops.aten.max_pool2d_with_indices_backward(
+        dyp, xp, [2, 2], [2, 2], [0, 0], [1, 1], False, indices)))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with torch.no_grad():
+        for name, fn in rows():
+            print(f"{name} {median_ms(fn):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+// Convolution on the CPU as im2col + GEMM (ops/cpu/gemm.h).
+//
+// One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
+// pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
+// is (groups, patch, Ho * Wo) and every product below is one GEMM per (image, group):
+//   forward       y[n, g]    (Cout/G, L)  = w[g] (Cout/G, patch) @ col[n, g] (patch, L)
+//   input grad    dcol[n, g] (patch, L)   = w[g]^T @ dy[n, g],  then dx[n] = col2im(dcol[n])
+//   weight grad   dw[g]      (Cout/G, patch) += dy[n, g] @ col[n, g]^T  (summed over n)
+// where patch = Cin/G * kH * kW and L = Ho * Wo.
+//
+// Note [Batched over images and groups]: the (image, group) GEMMs form one strided batched
+// GEMM. When there are at least as many of them as threads, each thread takes whole GEMMs
+// (gemm() and the copy loops run inline inside a parallel_for), so a depthwise or grouped
+// convolution does not wake the pool once per tiny product; when there are fewer, they run one
+// after another and each GEMM splits its rows (and im2col its channels) across the threads.
+// The forward also cuts each product into output-row slices when a small batch would give
+// fewer than about four tasks per thread (slices write disjoint output columns).
+//
+// Note [Column slices]: forward and weight gradient never hold an image's whole column
+// matrix. Each task builds the columns of a few output rows at a time, a slice of at most
+// kSliceBytes (it stays in L2 between im2col writing it and the GEMM reading it), in a
+// workspace from the caching allocator taken once per task. The input gradient needs whole
+// images (col2im gathers from every kernel row): its column buffers are bounded by
+// kColumnBudgetBytes, and the batch runs in chunks of as many images as fit (at least one).
+// A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
+// its column matrix.
+//
+// Note [col2im without atomics]: col2im gathers. Each input row (n, c, h) is produced by one
+// task, which visits exactly the kernel rows kh whose output row oh = (h + pad - kh dilation) /
+// stride is integral and in range, and adds the column entries that read each pixel of the row.
+// No two tasks write the same memory, so the result is deterministic and needs no atomics
+// (the CUDA kernel can use the same formulation with one thread per pixel).
+#include <Eigen/Core>
+#include <algorithm>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/conv_kernels.h"
+#include "ops/cpu/gemm.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;  // input gradient: whole images
+constexpr int64_t kSliceBytes = int64_t(512) << 10;        // forward, weight gradient: row slices
+constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
+
+// The outputs o in [0, count) whose input position o * stride + offset lies in [0, size).
+struct Range {
+  int64_t begin, end;
+};
+Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t count) {
+  const int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t end = offset >= size ? 0 : std::min(count, (size - offset + stride - 1) / stride);
+  return {std::min(begin, count), std::max(std::min(begin, count), end)};
+}
+
+// Runs body(i, workspace) for i in [0, count): whole items per thread when there are enough of
+// them, else one after another so that the parallel loops inside body use the threads. Each
+// task gets its own workspace of `workspace_elements` elements (null when 0).
+template <class T>
+void for_each_item(int64_t count, int64_t workspace_elements, DType dtype,
+                   const std::function<void(int64_t, T*)>& body) {
+  auto run = [&](int64_t b, int64_t e) {
+    Tensor workspace = workspace_elements ? Tensor::empty({workspace_elements}, {.dtype = dtype}) : Tensor();
+    T* ws = workspace_elements ? workspace.data<T>() : nullptr;
+    for (int64_t i = b; i < e; ++i) body(i, ws);
+  };
+  if (count >= num_threads() && count > 1) parallel_for(0, count, 1, run);
+  else run(0, count);
+}
+
+// x: (channels, H, W) of one image -> the columns of output rows [oh0, oh1) for channels
+// [c0, c1): col ((c1 - c0) * kH * kW, (oh1 - oh0) * Wo), row (c - c0, kh, kw).
+template <class T>
+void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1, int64_t oh0, int64_t oh1) {
+  const int64_t H = g.in_h, W = g.in_w, Wo = g.out_w, sw = g.stride_w, width = (oh1 - oh0) * Wo;
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  parallel_for(c0, c1, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, taps * width)),
+               [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+        for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+          T* row = col + (((c - c0) * g.kernel_h + kh) * g.kernel_w + kw) * width;
+          const int64_t w_off = kw * g.dilation_w - g.pad_w;
+          const Range ow = valid_outputs(w_off, sw, W, Wo);
+          for (int64_t oh = oh0; oh < oh1; ++oh) {
+            T* out = row + (oh - oh0) * Wo;
+            const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+            if (ih < 0 || ih >= H) {
+              std::fill(out, out + Wo, T(0));
+              continue;
+            }
+            const T* in = x + (c * H + ih) * W + w_off;
+            std::fill(out, out + ow.begin, T(0));
+            if (sw == 1) std::copy(in + ow.begin, in + ow.end, out + ow.begin);
+            else
+              for (int64_t o = ow.begin; o < ow.end; ++o) out[o] = in[o * sw];
+            std::fill(out + ow.end, out + Wo, T(0));
+          }
+        }
+      }
+    }
+  });
+}
+
+// Output rows per column slice: at most kSliceBytes of columns (Note [Column slices]), and
+// at most ceil(Ho / want_slices) rows so that small batches still make enough tasks.
+int64_t slice_rows(const Conv2dGeometry& g, size_t element_size, int64_t want_slices = 1) {
+  const int64_t all = std::max<int64_t>(g.out_h, 1);
+  const int64_t row_bytes = g.patch_size() * g.out_w * int64_t(element_size);
+  const int64_t cap = g.is_pointwise() ? all : std::max<int64_t>(1, kSliceBytes / std::max<int64_t>(row_bytes, 1));
+  return std::clamp<int64_t>((all + want_slices - 1) / want_slices, 1, cap);
+}
+
+// The columns of image x (Cin, H, W), group grp, output rows [oh0, oh1): a (patch, (oh1 - oh0)
+// * Wo) matrix with row stride ld, built in `workspace`, or the input itself for a pointwise
+// convolution (whose output positions are its input positions).
+template <class T>
+std::pair<const T*, int64_t> columns(const Conv2dGeometry& g, const T* x, int64_t grp, T* workspace, int64_t oh0,
+                                     int64_t oh1) {
+  const int64_t cg = g.in_channels_per_group();
+  if (g.is_pointwise()) return {x + grp * cg * g.in_plane() + oh0 * g.out_w, g.in_plane()};
+  im2col(g, x, workspace, grp * cg, (grp + 1) * cg, oh0, oh1);
+  return {workspace, (oh1 - oh0) * g.out_w};
+}
+
+// col rows (c, kh, kw) of one image -> dx rows r = c * H + h for r in [r0, r1) (see
+// Note [col2im without atomics]).
+template <class T>
+void col2im(const Conv2dGeometry& g, const T* col, T* dx, int64_t r0, int64_t r1) {
+  const int64_t H = g.in_h, W = g.in_w, Ho = g.out_h, Wo = g.out_w, sh = g.stride_h, sw = g.stride_w;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t c = r / H, ih = r % H;
+    T* out = dx + r * W;
+    std::fill(out, out + W, T(0));
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const int64_t t = ih + g.pad_h - kh * g.dilation_h;
+      if (t < 0 || t % sh != 0 || t / sh >= Ho) continue;
+      const int64_t oh = t / sh;
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const T* in = col + (((c * g.kernel_h + kh) * g.kernel_w + kw) * Ho + oh) * Wo;
+        const int64_t w_off = kw * g.dilation_w - g.pad_w;
+        const Range ow = valid_outputs(w_off, sw, W, Wo);
+        T* o = out + w_off;
+        if (sw == 1)
+          for (int64_t i = ow.begin; i < ow.end; ++i) o[i] += in[i];
+        else
+          for (int64_t i = ow.begin; i < ow.end; ++i) o[i * sw] += in[i];
+      }
+    }
+  }
+}
+
+// The input gradient's whole-image column buffers, in chunks of images that fit the budget
+// (Note [Column slices]).
+template <class T>
+struct ColumnChunks {
+  int64_t per_image = 0;  // column elements per image (0 for a pointwise convolution)
+  int64_t images = 1;     // images per chunk
+  Tensor workspace;
+
+  ColumnChunks(const Conv2dGeometry& g, DType dtype) {
+    if (g.is_pointwise()) {
+      images = std::max<int64_t>(g.batch, 1);
+      return;
+    }
+    per_image = g.groups * g.patch_size() * g.out_plane();
+    images = std::clamp<int64_t>(kColumnBudgetBytes / std::max<int64_t>(1, per_image * int64_t(sizeof(T))), 1,
+                                 std::max<int64_t>(g.batch, 1));
+    workspace = Tensor::empty({images * per_image}, {.dtype = dtype});
+  }
+  T* columns(int64_t i) const { return workspace.data<T>() + i * per_image; }
+};
+
+template <class T>
+void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* bp = b.defined() ? b.data<T>() : nullptr;
+  T* yp = y.data<T>();
+  // Tasks are (image, group, row slice): slices write disjoint output columns.
+  const int64_t images_groups = std::max<int64_t>(g.batch * G, 1);
+  const int64_t rows = slice_rows(g, sizeof(T), (4 * num_threads() + images_groups - 1) / images_groups);
+  const int64_t slices = (g.out_h + rows - 1) / rows;
+  const int64_t workspace = g.is_pointwise() ? 0 : K * rows * g.out_w;
+  for_each_item<T>(g.batch * G * slices, workspace, x.dtype(), [&](int64_t item, T* ws) {
+    const int64_t n = item / (G * slices), grp = item / slices % G, oh0 = item % slices * rows;
+    const int64_t oh1 = std::min(g.out_h, oh0 + rows), width = (oh1 - oh0) * g.out_w;
+    T* out = yp + (n * g.out_channels + grp * M) * L + oh0 * g.out_w;
+    if (bp)  // the bias is the GEMM's initial C
+      for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + m * L + width, bp[grp * M + m]);
+    const auto [col, ld] = columns(g, xp + n * g.in_channels * g.in_plane(), grp, ws, oh0, oh1);
+    gemm<T>(false, false, M, width, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0), out, L);
+  });
+}
+
+template <class T>
+void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* dyp = dy.data<T>();
+  const T* wp = w.data<T>();
+  T* dxp = dx.data<T>();
+  const int64_t image = g.in_channels * g.in_plane();
+  ColumnChunks<T> cols(g, dy.dtype());
+  for (int64_t n0 = 0; n0 < g.batch; n0 += cols.images) {
+    const int64_t count = std::min(cols.images, g.batch - n0);
+    for_each_item<T>(count * G, 0, dy.dtype(), [&](int64_t item, T*) {
+      const int64_t i = item / G, grp = item % G, n = n0 + i;
+      T* dcol = cols.per_image ? cols.columns(i) : dxp + n * image;
+      gemm<T>(true, false, K, L, M, T(1), wp + grp * M * K, K, dyp + (n * g.out_channels + grp * M) * L, L, T(0),
+              dcol + grp * K * L, L);
+    });
+    if (!cols.per_image) continue;
+    const int64_t rows = g.in_channels * g.in_h;
+    const int64_t grain = std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, g.kernel_h * g.kernel_w * g.in_w));
+    parallel_for(0, count * rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e;) {
+        const int64_t i = r / rows, r0 = r % rows, r1 = std::min(rows, r0 + (e - r));
+        col2im(g, cols.columns(i), dxp + (n0 + i) * image, r0, r1);
+        r += r1 - r0;
+      }
+    });
+  }
+}
+
+// Note [Weight gradient partials]: dw sums over the images. The images are dealt round-robin
+// to `parts` accumulators (dw itself and parts - 1 zeroed buffers), and each (part, group)
+// pair is one task that alone writes its rows, so threads never write the same memory; the
+// buffers are added into dw at the end. There are about four tasks per thread (parts = 1 once
+// the groups alone provide them), so that a thread whose core is busy just takes fewer.
+template <class T>
+void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
+  const T* xp = x.data<T>();
+  const T* dyp = dy.data<T>();
+  T* dwp = dw.data<T>();
+  const int64_t weights = dw.numel();
+  std::fill(dwp, dwp + weights, T(0));
+  const int64_t parts = std::clamp<int64_t>((4 * num_threads() + G - 1) / G, 1, std::max<int64_t>(g.batch, 1));
+  Tensor partials = parts > 1 ? Tensor::empty({(parts - 1) * weights}, {.dtype = x.dtype()}) : Tensor();
+  if (parts > 1) std::fill(partials.data<T>(), partials.data<T>() + partials.numel(), T(0));
+  auto accumulator = [&](int64_t part) { return part == 0 ? dwp : partials.data<T>() + (part - 1) * weights; };
+
+  const int64_t rows = slice_rows(g, sizeof(T));
+  const int64_t workspace = g.is_pointwise() ? 0 : K * rows * g.out_w;
+  for_each_item<T>(parts * G, workspace, x.dtype(), [&](int64_t item, T* ws) {
+    const int64_t part = item / G, grp = item % G;
+    T* acc = accumulator(part) + grp * M * K;
+    for (int64_t n = part; n < g.batch; n += parts) {
+      const T* dy_n = dyp + (n * g.out_channels + grp * M) * L;
+      for (int64_t oh0 = 0; oh0 < g.out_h; oh0 += rows) {
+        const int64_t oh1 = std::min(g.out_h, oh0 + rows);
+        const auto [col, ld] = columns(g, xp + n * g.in_channels * g.in_plane(), grp, ws, oh0, oh1);
+        gemm<T>(false, true, M, K, (oh1 - oh0) * g.out_w, T(1), dy_n + oh0 * g.out_w, L, col, ld, T(1), acc, K);
+      }
+    }
+  });
+  for (int64_t part = 1; part < parts; ++part) {
+    const T* p = accumulator(part);
+    for (int64_t j = 0; j < weights; ++j) dwp[j] += p[j];
+  }
+}
+
+template <class T>
+void bias_grad_typed(const Tensor& dy, const Tensor& db) {
+  const int64_t N = dy.size(0), C = dy.size(1), P = dy.numel() / std::max<int64_t>(1, N * C);
+  const T* dyp = dy.data<T>();
+  T* dbp = db.data<T>();
+  using Row = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, N * P)), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      double acc = 0;  // each row sums in T with Eigen's packets; rows add up in double
+      for (int64_t n = 0; n < N; ++n) acc += double(Row(dyp + (n * C + c) * P, P).sum());
+      dbp[c] = T(acc);
+    }
+  });
+}
+
+}  // namespace
+
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, y); });
+}
+void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) { input_grad_typed<T>(g, dy, w, dx); });
+}
+void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
+}
+void conv2d_bias_grad(const Tensor& dy, const Tensor& db) {
+  dispatch_float(dy.dtype(), "conv2d_bias_grad", [&]<class T>(TypeTag<T>) { bias_grad_typed<T>(dy, db); });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,52 @@
+#include "ops/linear.h"
+
+#include "autograd/autograd.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+namespace ember {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::save;
+using autograd::TensorList;
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  EMBER_CHECK(x.defined() && w.defined(), "linear: expected defined input and weight");
+  EMBER_CHECK(is_floating(x.dtype()), "linear: expected a floating input, got ", dtype_name(x.dtype()));
+  check_same_dtype("linear", x, w);
+  check_same_device("linear", x, w);
+  EMBER_CHECK(x.dim() >= 1, "linear: expected an input of shape (..., in), got a 0-d tensor");
+  EMBER_CHECK(w.dim() == 2 && w.size(1) == x.size(-1), "linear: expected a weight of shape (out, ", x.size(-1),
+              ") for input ", shape_str(x.shape()), ", got ", shape_str(w.shape()));
+  const int64_t in = w.size(1), out = w.size(0);
+  if (b.defined()) {
+    check_same_dtype("linear", x, b);
+    check_same_device("linear", x, b);
+    EMBER_CHECK(b.dim() == 1 && b.size(0) == out, "linear: expected a bias of shape ", shape_str({out}), ", got ",
+                shape_str(b.shape()));
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  const int64_t m = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));  // rows of the GEMM
+  Tensor y = Tensor::empty({m, out}, x.options());
+  linear_forward_kernel(x.device(), x.contiguous().reshape({m, in}), w.contiguous(),
+                        b.defined() ? b.contiguous() : Tensor(), y);
+  y = y.view(out_shape);
+  if (needs_grad({x, w, b})) {
+    const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
+    record("linear", {x, w, b}, y,
+           [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), m, in, out, xs = x.shape(), nx, nw,
+            nb](const Tensor& dy) -> TensorList {
+             const Tensor g = dy.reshape({m, out});
+             return {nx ? matmul(g, sw.get("linear")).reshape(xs) : Tensor(),
+                     nw ? matmul(g.t(), sx.get("linear").reshape({m, in})) : Tensor(),
+                     nb ? sum(g, {0}) : Tensor()};
+           });
+  }
+  return y;
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) { return relu(linear(x, w, b)); }
+
+}  // namespace ember

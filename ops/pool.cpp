@@ -1,0 +1,153 @@
+#include "ops/pool.h"
+
+#include "autograd/autograd.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+namespace ember {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::save;
+using autograd::TensorList;
+
+namespace {
+
+std::string pair_str(IntPair p) { return shape_str({p.h, p.w}); }
+
+void check_pool_input(const Tensor& x, const char* op) {
+  EMBER_CHECK(x.defined(), op, ": expected a defined input");
+  EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected input of rank 3 (C, H, W) or 4 (N, C, H, W), got shape ",
+              shape_str(x.shape()));
+  EMBER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
+}
+
+Shape with_plane(const Shape& input_shape, int64_t h, int64_t w) {
+  Shape s = input_shape;
+  s[s.size() - 2] = h;
+  s[s.size() - 1] = w;
+  return s;
+}
+
+void check_grad_shape(const Tensor& dy, const Shape& expected, const char* op) {
+  EMBER_CHECK(dy.shape() == expected, op, ": expected a gradient of shape ", shape_str(expected), ", got ",
+              shape_str(dy.shape()));
+  EMBER_CHECK(is_floating(dy.dtype()), op, ": expected a floating gradient, got ", dtype_name(dy.dtype()));
+}
+
+}  // namespace
+
+Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<IntPair> stride_opt, IntPair padding,
+                               const char* op) {
+  EMBER_CHECK(xs.size() == 3 || xs.size() == 4, op, ": expected input of rank 3 (C, H, W) or 4 (N, C, H, W), got shape ",
+              shape_str(xs));
+  const IntPair stride = stride_opt.value_or(kernel);
+  EMBER_CHECK(kernel.h >= 1 && kernel.w >= 1, op, ": expected kernel >= 1, got ", pair_str(kernel));
+  EMBER_CHECK(stride.h >= 1 && stride.w >= 1, op, ": expected stride >= 1, got ", pair_str(stride));
+  EMBER_CHECK(padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w, op,
+              ": expected padding between 0 and half the kernel ", pair_str(kernel), ", got ", pair_str(padding));
+  Pool2dGeometry g;
+  g.in_h = xs[xs.size() - 2], g.in_w = xs[xs.size() - 1];
+  EMBER_CHECK(g.in_h >= 1 && g.in_w >= 1, op, ": expected a non-empty (H, W) plane, got input ", shape_str(xs));
+  g.planes = numel_of(xs) / std::max<int64_t>(1, g.in_h * g.in_w);
+  g.kernel_h = kernel.h, g.kernel_w = kernel.w, g.stride_h = stride.h, g.stride_w = stride.w;
+  g.pad_h = padding.h, g.pad_w = padding.w;
+  EMBER_CHECK(g.in_h + 2 * padding.h >= kernel.h && g.in_w + 2 * padding.w >= kernel.w, op, ": kernel ",
+              pair_str(kernel), " is larger than the padded input ",
+              shape_str({g.in_h + 2 * padding.h, g.in_w + 2 * padding.w}), " (input ", shape_str(xs), ")");
+  g.out_h = window_output_size(g.in_h, kernel.h, stride.h, padding.h, 1);
+  g.out_w = window_output_size(g.in_w, kernel.w, stride.w, padding.w, 1);
+  return g;
+}
+
+// ---- max -------------------------------------------------------------------------------------
+ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
+                                      IntPair padding) {
+  check_pool_input(x, "max_pool2d");
+  const Pool2dGeometry g = pool2d_geometry(x.shape(), kernel, stride, padding, "max_pool2d");
+  const Shape out_shape = with_plane(x.shape(), g.out_h, g.out_w);
+  Tensor y = Tensor::empty(out_shape, x.options());
+  Tensor indices = Tensor::empty(out_shape, {.dtype = DType::i64, .device = x.device()});
+  max_pool2d_forward_kernel(x.device(), g, x.contiguous(), y, indices);
+  if (needs_grad(x)) {
+    record("max_pool2d", {x}, y, [si = save(indices), xs = x.shape(), kernel, stride, padding](const Tensor& dy) -> TensorList {
+      return {max_pool2d_backward(dy, si.get("max_pool2d"), xs, kernel, stride, padding)};
+    });
+  }
+  return {y, indices};
+}
+
+Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding) {
+  return max_pool2d_with_indices(x, kernel, stride, padding).values;
+}
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
+                           std::optional<IntPair> stride, IntPair padding) {
+  const char* op = "max_pool2d_backward";
+  const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
+  check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
+  EMBER_CHECK(indices.dtype() == DType::i64 && indices.shape() == dy.shape(), op,
+              ": expected i64 indices of shape ", shape_str(dy.shape()), ", got ", dtype_name(indices.dtype()), " ",
+              shape_str(indices.shape()));
+  Tensor dx = Tensor::empty(input_shape, dy.options());
+  max_pool2d_backward_kernel(dy.device(), g, dy.contiguous(), indices.contiguous(), dx);
+  return dx;
+}
+
+// ---- average ---------------------------------------------------------------------------------
+Tensor avg_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding,
+                  bool count_include_pad) {
+  check_pool_input(x, "avg_pool2d");
+  const Pool2dGeometry g = pool2d_geometry(x.shape(), kernel, stride, padding, "avg_pool2d");
+  Tensor y = Tensor::empty(with_plane(x.shape(), g.out_h, g.out_w), x.options());
+  avg_pool2d_forward_kernel(x.device(), g, count_include_pad, x.contiguous(), y);
+  if (needs_grad(x)) {
+    record("avg_pool2d", {x}, y,
+           [xs = x.shape(), kernel, stride, padding, count_include_pad](const Tensor& dy) -> TensorList {
+             return {avg_pool2d_backward(dy, xs, kernel, stride, padding, count_include_pad)};
+           });
+  }
+  return y;
+}
+
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& input_shape, IntPair kernel, std::optional<IntPair> stride,
+                           IntPair padding, bool count_include_pad) {
+  const char* op = "avg_pool2d_backward";
+  const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
+  check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
+  Tensor dx = Tensor::empty(input_shape, dy.options());
+  avg_pool2d_backward_kernel(dy.device(), g, count_include_pad, dy.contiguous(), dx);
+  return dx;
+}
+
+// ---- adaptive average --------------------------------------------------------------------------
+Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
+  check_pool_input(x, "adaptive_avg_pool2d");
+  EMBER_CHECK(output_size.h >= 1 && output_size.w >= 1, "adaptive_avg_pool2d: expected an output size >= 1, got ",
+              pair_str(output_size));
+  EMBER_CHECK(x.size(-2) >= 1 && x.size(-1) >= 1, "adaptive_avg_pool2d: expected a non-empty plane, got input ",
+              shape_str(x.shape()));
+  Tensor y = Tensor::empty(with_plane(x.shape(), output_size.h, output_size.w), x.options());
+  adaptive_avg_pool2d_forward_kernel(x.device(), x.contiguous(), y);
+  if (needs_grad(x)) {
+    record("adaptive_avg_pool2d", {x}, y, [xs = x.shape()](const Tensor& dy) -> TensorList {
+      return {adaptive_avg_pool2d_backward(dy, xs)};
+    });
+  }
+  return y;
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& dy, const Shape& input_shape) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  EMBER_CHECK(input_shape.size() == 3 || input_shape.size() == 4, op,
+              ": expected an input shape of rank 3 or 4, got ", shape_str(input_shape));
+  EMBER_CHECK(dy.dim() == int64_t(input_shape.size()) && dy.size(-2) >= 1 && dy.size(-1) >= 1, op,
+              ": expected a gradient of rank ", input_shape.size(), " with a non-empty plane, got ",
+              shape_str(dy.shape()));
+  check_grad_shape(dy, with_plane(input_shape, dy.size(-2), dy.size(-1)), op);
+  Tensor dx = Tensor::empty(input_shape, dy.options());
+  adaptive_avg_pool2d_backward_kernel(dy.device(), dy.contiguous(), dx);
+  return dx;
+}
+
+}  // namespace ember

@@ -1,0 +1,75 @@
+// linear / linear_relu: PyTorch fixtures, f64 gradchecks, the errors a user can cause.
+#include <string>
+
+#include "cnn_fixtures.h"
+#include "ember.h"
+#include "support/test_support.h"
+
+using namespace ember;
+using ember::autograd::TensorList;
+using ember::test::CnnCase;
+using ember::test::cnn_cases;
+using ember::test::require_close;
+
+TEST_CASE("linear matches PyTorch: forward and gradients of x, w, b", "[linear]") {
+  for (const CnnCase& c : cnn_cases("linear")) {
+    SECTION(c.name) {
+      Tensor x = c.tensor("x").requires_grad_();
+      Tensor w = c.tensor("w").requires_grad_();
+      Tensor b = c.has("b") ? c.tensor("b").requires_grad_() : Tensor();
+      Tensor y = linear(x, w, b);
+      require_close(y, c.tensor("y"), 1e-5, 1e-5, c.name + ": y");
+      sum(mul(y, c.tensor("gy"))).backward();
+      require_close(x.grad(), c.tensor("dx"), 1e-5, 1e-5, c.name + ": dx");
+      require_close(w.grad(), c.tensor("dw"), 1e-5, 1e-5, c.name + ": dw");
+      if (b.defined()) require_close(b.grad(), c.tensor("db"), 1e-5, 1e-5, c.name + ": db");
+    }
+  }
+}
+
+TEST_CASE("linear gradcheck in f64, with and without bias, for 1-D to 3-D inputs", "[linear][gradcheck]") {
+  const Shape shapes[] = {{4}, {3, 4}, {2, 3, 4}};
+  for (const Shape& xs : shapes) {
+    for (bool bias : {true, false}) {
+      TensorList in{randn(xs, {.dtype = DType::f64}), randn({5, 4}, {.dtype = DType::f64})};
+      if (bias) in.push_back(randn({5}, {.dtype = DType::f64}));
+      auto r = gradcheck([](const TensorList& t) { return linear(t[0], t[1], t.size() > 2 ? t[2] : Tensor()); }, in);
+      INFO(shape_str(xs) << " bias " << bias << ": " << r.report);
+      REQUIRE(r.ok);
+    }
+  }
+  auto r = gradcheck([](const TensorList& t) { return linear_relu(t[0], t[1], t[2]); },
+                     {randn({6, 4}, {.dtype = DType::f64}), randn({5, 4}, {.dtype = DType::f64}),
+                      randn({5}, {.dtype = DType::f64})});
+  INFO(r.report);
+  REQUIRE(r.ok);
+}
+
+TEST_CASE("linear by hand and on a transposed input", "[linear]") {
+  Tensor x = tensor<float>({1, 2, 3, 4}, {2, 2});
+  Tensor w = tensor<float>({1, 0, 1, 1, -1, -1}, {3, 2});
+  Tensor b = tensor<float>({10, 20, 30});
+  REQUIRE(linear(x, w, b).to_vector<float>() == std::vector<float>{11, 23, 27, 13, 27, 23});
+  REQUIRE(linear_relu(x, w).to_vector<float>() == std::vector<float>{1, 3, 0, 3, 7, 0});
+  require_close(linear(x.t(), w, b), add(matmul(x.t(), w.t()), b), 0, 0, "transposed input");
+  REQUIRE(linear(zeros({0, 2}), w, b).shape() == Shape{0, 3});
+}
+
+TEST_CASE("linear errors name the op and the shapes", "[linear][errors]") {
+  auto error_of = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK_THAT(error_of([] { linear(randn({2, 3}), randn({4, 5})); }),
+             Catch::Contains("linear") && Catch::Contains("(out, 3)") && Catch::Contains("(4, 5)"));
+  CHECK_THAT(error_of([] { linear(randn({2, 3}), randn({4, 3}), randn({5})); }),
+             Catch::Contains("bias of shape (4,), got (5,)"));
+  CHECK_THAT(error_of([] { linear(randn({2, 3}), randn({4, 3}, {.dtype = DType::f64})); }),
+             Catch::Contains("one dtype"));
+  CHECK_THAT(error_of([] { linear(randn({2, 3}).to(DType::i64), randn({4, 3}).to(DType::i64)); }),
+             Catch::Contains("floating"));
+}
