@@ -30,7 +30,6 @@
 // stride is integral and in range, and adds the column entries that read each pixel of the row.
 // No two tasks write the same memory, so the result is deterministic and needs no atomics
 // (the CUDA kernel can use the same formulation with one thread per pixel).
-#include <Eigen/Core>
 #include <algorithm>
 #include <functional>
 #include <utility>
@@ -265,18 +264,31 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
   }
 }
 
+// Sum of n values in 16 independent lanes, which the compiler turns into vector adds.
+template <class T>
+T row_sum(const T* row, int64_t n) {
+  T lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += row[i + j];
+  T total = 0;
+  for (; i < n; ++i) total += row[i];
+  for (int j = 0; j < 16; ++j) total += lanes[j];
+  return total;
+}
+
 template <class T>
 void bias_grad_typed(const Tensor& dy, const Tensor& db) {
   const int64_t N = dy.size(0), C = dy.size(1), P = dy.numel() / std::max<int64_t>(1, N * C);
   const T* dyp = dy.data<T>();
   T* dbp = db.data<T>();
-  using Row = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, N * P)), [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      double acc = 0;  // each row sums in T with Eigen's packets; rows add up in double
-      for (int64_t n = 0; n < N; ++n) acc += double(Row(dyp + (n * C + c) * P, P).sum());
-      dbp[c] = T(acc);
-    }
+    // Each row sums in T in 16 lanes (vectorised); rows add up in double. Images outer, so a task
+    // reads its channels' rows of one image as one contiguous stretch.
+    std::vector<double> acc(size_t(e - b), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = b; c < e; ++c) acc[size_t(c - b)] += double(row_sum(dyp + (n * C + c) * P, P));
+    for (int64_t c = b; c < e; ++c) dbp[c] = T(acc[size_t(c - b)]);
   });
 }
 
