@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/bench/bench_allocator.h"
+#include "apps/bench/bench_kernels.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/demo.h"
 #include "apps/train/progress.h"
@@ -25,12 +26,16 @@ void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bo
   cmd.add_option("--optimizer", c.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd.add_option("--weight-decay", c.weight_decay, "L2 (sgd, adam) or decoupled (adamw) weight decay")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--schedule", c.schedule, "learning-rate schedule: cosine (per step, to 0) or none")
+      ->check(CLI::IsMember({"cosine", "none"}));
   cmd.add_option("--seed", c.seed, "random seed (initialisation, shuffling)");
   cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--save", c.save, "write a training checkpoint (safetensors) after every epoch");
   cmd.add_option("--resume", c.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   cmd.add_option("--log", c.log, "write one CSV row per epoch");
   cmd.add_option("--plot", c.plot, "write the loss and accuracy curves as SVG");
+  cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
+                                               "continue with --resume)")->check(CLI::Range(1, 100000));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
 }
 
@@ -58,13 +63,15 @@ int main(int argc, char** argv) {
   ember::apps::TrainMnistConfig mnist;
   bool dry_run = false;
   auto* train_mnist = train->add_subcommand("mnist", "Train an MNIST / Fashion-MNIST classifier (default: mnist_cnn, "
-                                                     "3 epochs, SGD lr 0.05 momentum 0.9, batch 64)");
+                                                     "5 epochs, SGD lr 0.05 momentum 0.9, cosine schedule, batch 64)");
   add_train_mnist_options(*train_mnist, mnist, dry_run);
 
   auto* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
   bench->require_subcommand(1);
   auto* bench_ops = bench->add_subcommand("ops", "matmul GFLOP/s and elementwise GB/s against the machine's peaks");
   auto* bench_alloc = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
+  auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
+                                                         "matmul): ember vs PyTorch, ms per call");
 
   try {
     app.parse(argc, argv);
@@ -79,9 +86,12 @@ int main(int argc, char** argv) {
     } else if (*train_mnist) {
       if (train_mnist->count("--data") == 0 && mnist.dataset == "fashion-mnist") mnist.data = "data/fashion-mnist";
       if (dry_run) mnist.max_batches = 20;
+      if (!mnist.resume.empty() && train_mnist->count("--epochs") == 0) mnist.epochs = 0;  // the checkpoint's
       ember::apps::train_mnist(mnist, std::cout, std::cerr, ember::apps::Progress::stderr_is_terminal());
     } else if (*bench_ops) {
       ember::bench::bench_ops(std::cout);
+    } else if (*bench_kernels) {
+      ember::bench::bench_kernels(std::cout);
     } else if (*bench_alloc) {
       ember::bench_allocator(std::cout);
     }

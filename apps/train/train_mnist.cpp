@@ -24,6 +24,7 @@ Json TrainMnistConfig::to_json() const {
   j.set("momentum", momentum);
   j.set("optimizer", optimizer);
   j.set("weight_decay", weight_decay);
+  j.set("schedule", schedule);
   j.set("seed", std::to_string(seed));
   j.set("device", device);
   return j;
@@ -41,6 +42,7 @@ TrainMnistConfig TrainMnistConfig::from_json(const Json& j) {
     else if (key == "momentum") c.momentum = value.as_double();
     else if (key == "optimizer") c.optimizer = value.as_string();
     else if (key == "weight_decay") c.weight_decay = value.as_double();
+    else if (key == "schedule") c.schedule = value.as_string();
     else if (key == "seed") c.seed = std::stoull(value.as_string());
     else if (key == "device") c.device = value.as_string();
     else EMBER_FAIL("train mnist: unknown configuration key '", key, "' in the checkpoint");
@@ -105,11 +107,12 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
     // The run's recipe comes from the checkpoint; where the data lives and how long to train
     // come from the command line.
     stored.data = c.data;
-    stored.epochs = c.epochs;
+    if (c.epochs > 0) stored.epochs = c.epochs;
     stored.save = c.save;
     stored.log = c.log;
     stored.plot = c.plot;
     stored.max_batches = c.max_batches;
+    stored.stop_after = c.stop_after;
     stored.resume = c.resume;
     c = stored;
   }
@@ -125,13 +128,21 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
   std::shared_ptr<Module> model = make_mnist_model(c.model);
   model->to(device);
   std::unique_ptr<Optimizer> opt = make_optimizer(c, *model);
+  EMBER_CHECK(c.schedule == "cosine" || c.schedule == "none", "train mnist: unknown schedule '", c.schedule,
+              "' (expected cosine or none)");
   DataLoader loader(train_data, {.batch_size = c.batch_size, .shuffle = true, .drop_last = false, .seed = c.seed + 1});
+
+  // The schedule spans the whole run as configured (a resumed run continues the same curve).
+  const int64_t steps_per_epoch = c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
+  std::unique_ptr<LrScheduler> schedule;
+  if (c.schedule == "cosine") schedule = std::make_unique<CosineWithWarmup>(*opt, 0, steps_per_epoch * c.epochs);
 
   int64_t start_epoch = 0, step = 0;
   RunLog log;
   if (resuming) {
     model->load_state_dict(resumed.model);
     opt->load_state_dict(resumed.optimizer);
+    if (schedule) schedule->load_state_dict(resumed.scheduler);
     restore_rng(default_generator(), resumed.rng.at("default"));
     const RngState ls = resumed.rng.at("loader");
     loader.set_state({ls.seed, ls.offset, resumed.counters.at("loader.epoch"), resumed.counters.at("loader.batch")});
@@ -142,9 +153,10 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
 
   out << "train " << model_title(c) << ": " << train_data->size() << " train / " << test_data->size()
       << " test images, " << model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
-      << ", batch " << c.batch_size << ", " << num_threads() << " threads, device " << device << "\n";
+      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << ", " << num_threads() << " threads, device " << device << "\n";
   TrainMnistResult result;
-  for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch) {
+  const int64_t last_epoch = c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
+  for (int64_t epoch = start_epoch; epoch < last_epoch; ++epoch) {
     const int64_t batches = c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
     Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), batches, c.batch_size,
                  progress_out, interactive);
@@ -159,6 +171,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
       opt->zero_grad();
       loss.backward();
       opt->step();
+      if (schedule) schedule->step();
       ++step;
       // Reading the loss is the one host synchronisation per step (for display).
       const double value = loss.item();
@@ -177,7 +190,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
     out << "epoch " << rec.epoch << "/" << c.epochs << "  train loss " << bench::fixed(rec.train_loss, 4)
         << "  test loss " << bench::fixed(rec.test_loss, 4) << "  test accuracy " << bench::fixed(100 * rec.test_accuracy, 2)
         << "%  time " << format_duration(rec.seconds) << " (" << bench::fixed(double(seen) / rec.seconds, 0)
-        << " img/s)\n";
+        << " img/s)" << std::endl;
     result.test_accuracy = ev.accuracy;
     result.test_loss = ev.loss;
     result.seconds += rec.seconds;
@@ -186,6 +199,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
       TrainingCheckpoint ck;
       ck.model = model->state_dict();
       ck.optimizer = opt->state_dict();
+      if (schedule) ck.scheduler = schedule->state_dict();
       ck.epoch = epoch + 1;
       ck.step = step;
       ck.config = c.to_json().dump();

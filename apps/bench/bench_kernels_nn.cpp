@@ -1,4 +1,4 @@
-#include "apps/bench_kernels_nn.h"
+#include "apps/bench/bench_kernels_nn.h"
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +43,7 @@ double backward_ms(const Tensor& x, const Tensor& out, const Tensor& g) {
   });
 }
 
-void bench_unary(std::vector<KernelBenchRow>& rows, const std::string& op, const Shape& shape,
+void bench_unary(std::vector<bench::KernelRow>& rows, const std::string& op, const Shape& shape,
                  const std::function<Tensor(const Tensor&)>& fn) {
   Generator gen(1);
   Tensor x = randn(shape, {}, &gen);
@@ -56,7 +56,7 @@ void bench_unary(std::vector<KernelBenchRow>& rows, const std::string& op, const
   rows.push_back({op + "_bwd " + dims_name(shape), backward_ms(xr, y, randn(shape, {}, &gen))});
 }
 
-void bench_cross_entropy(std::vector<KernelBenchRow>& rows, int64_t n, int64_t classes) {
+void bench_cross_entropy(std::vector<bench::KernelRow>& rows, int64_t n, int64_t classes) {
   Generator gen(2);
   Tensor x = randn({n, classes}, {}, &gen);
   Tensor t = randint(0, classes, {n}, {.dtype = DType::i64}, &gen);
@@ -70,7 +70,7 @@ void bench_cross_entropy(std::vector<KernelBenchRow>& rows, int64_t n, int64_t c
   rows.push_back({"cross_entropy_bwd " + dims, backward_ms(xr, loss, ones({}))});
 }
 
-void bench_matmul(std::vector<KernelBenchRow>& rows, int64_t n) {
+void bench_matmul(std::vector<bench::KernelRow>& rows, int64_t n) {
   Generator gen(3);
   Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
   autograd::NoGradGuard no_grad;
@@ -79,9 +79,9 @@ void bench_matmul(std::vector<KernelBenchRow>& rows, int64_t n) {
 
 }  // namespace
 
-std::vector<KernelBenchRow> bench_kernels_nn(int threads) {
+std::vector<bench::KernelRow> bench_kernels_nn(int threads) {
   if (threads > 0) set_num_threads(threads);
-  std::vector<KernelBenchRow> rows;
+  std::vector<bench::KernelRow> rows;
   auto softmax1 = [](const Tensor& x) { return softmax(x, 1); };
   bench_unary(rows, "softmax", {8, 10}, softmax1);
   bench_unary(rows, "softmax", {8, 10, 28, 28}, softmax1);

@@ -1,4 +1,4 @@
-#include "apps/bench_kernels_conv.h"
+#include "apps/bench/bench_kernels_conv.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,9 +36,9 @@ struct ConvShape {
 
 }  // namespace
 
-std::vector<KernelTiming> bench_kernels_conv() {
+std::vector<bench::KernelRow> bench_kernels_conv() {
   autograd::NoGradGuard no_grad;
-  std::vector<KernelTiming> rows;
+  std::vector<bench::KernelRow> rows;
   auto add = [&](std::string name, const std::function<void()>& fn) { rows.push_back({std::move(name), median_ms(fn)}); };
 
   {

@@ -11,17 +11,13 @@
 // does. Each figure is the median of several timed blocks after a warm-up block.
 #pragma once
 
-#include <string>
 #include <vector>
+
+#include "apps/bench/kernel_row.h"
 
 namespace ember {
 
-struct KernelBenchRow {
-  std::string name;  // e.g. "softmax_fwd 8x10x28x28"
-  double ember_ms;   // median milliseconds per call
-};
-
 // threads > 0 sets ember's thread count first; 0 keeps the current one.
-std::vector<KernelBenchRow> bench_kernels_nn(int threads = 0);
+std::vector<bench::KernelRow> bench_kernels_nn(int threads = 0);
 
 }  // namespace ember

@@ -1,0 +1,17 @@
+// `ember bench kernels` (convolution and pooling rows): milliseconds per call of the CPU conv
+// and pool kernels on the shapes of the convolution issue, for comparison with
+// apps/bench/torch_kernels.py, which prints the same rows for PyTorch.
+//
+//   for (const bench::KernelRow& row : bench_kernels_conv()) std::cout << row.name << " " << row.ember_ms << "\n";
+#pragma once
+
+#include <vector>
+
+#include "apps/bench/kernel_row.h"
+
+namespace ember {
+
+// Times each row on the current thread pool (set_num_threads decides the thread count).
+std::vector<bench::KernelRow> bench_kernels_conv();
+
+}  // namespace ember

@@ -1,0 +1,14 @@
+// One row of `ember bench kernels`: an op on fixed shapes, timed by ember (here) and by the
+// PyTorch script of the same rows (apps/bench/torch_kernels*.py) in the same run.
+#pragma once
+
+#include <string>
+
+namespace ember::bench {
+
+struct KernelRow {
+  std::string name;  // shared with the Python script, e.g. "softmax_fwd 8x10x28x28"
+  double ember_ms;   // median milliseconds per call
+};
+
+}  // namespace ember::bench
