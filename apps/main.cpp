@@ -6,6 +6,7 @@
 
 #include "apps/bench/bench_allocator.h"
 #include "apps/bench/bench_kernels.h"
+#include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/demo.h"
 #include "apps/train/progress.h"
@@ -73,6 +74,15 @@ int main(int argc, char** argv) {
   auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
                                                          "matmul): ember vs PyTorch, ms per call");
 
+  ember::bench::BenchMnistOptions mnist_bench;
+  bool no_pytorch = false;
+  auto* bench_mnist = bench->add_subcommand("mnist", "one epoch of mnist_cnn per batch size, ember vs PyTorch");
+  bench_mnist->add_option("--data", mnist_bench.data, "folder with the MNIST IDX files");
+  bench_mnist->add_option("--batch-sizes", mnist_bench.batch_sizes, "batch sizes (default 32 64 128 256 512 1024)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(60000)));
+  bench_mnist->add_flag("--no-pytorch", no_pytorch, "skip the PyTorch column");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,6 +102,9 @@ int main(int argc, char** argv) {
       ember::bench::bench_ops(std::cout);
     } else if (*bench_kernels) {
       ember::bench::bench_kernels(std::cout);
+    } else if (*bench_mnist) {
+      mnist_bench.with_pytorch = !no_pytorch;
+      ember::bench::bench_mnist(mnist_bench, std::cout);
     } else if (*bench_alloc) {
       ember::bench_allocator(std::cout);
     }
