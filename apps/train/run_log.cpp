@@ -45,7 +45,7 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
   if (!std::isfinite(lo)) { lo = 0; hi = 1; }
   if (hi - lo < 1e-12) { lo -= 0.5; hi += 0.5; }
   const double pad = (hi - lo) * 0.08;
-  lo -= pad;
+  lo = lo >= 0 ? std::max(0.0, lo - pad) : lo - pad;  // losses and accuracies never go below 0
   hi += pad;
   auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - 1) / double(epochs - 1) : 0.5); };
   auto Y = [&](double v) { return y0 + h - h * (v - lo) / (hi - lo); };
