@@ -1,33 +1,12 @@
 #include "apps/bench/bench_kernels_conv.h"
 
-#include <algorithm>
-#include <chrono>
-#include <functional>
-
+#include "apps/bench/timing.h"
 #include "ember.h"
 
 namespace ember {
 namespace {
 
-constexpr int kBlocks = 7;              // timed blocks; the median is reported
-constexpr double kBlockSeconds = 0.05;  // calls per block are chosen to take about this long
-
-double seconds_of(const std::function<void()>& fn, int calls) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Median milliseconds per call: one warm-up call (which also fills the allocator's cache)
-// sizes the blocks.
-double median_ms(const std::function<void()>& fn) {
-  const double warm = seconds_of(fn, 1);
-  const int calls = std::max(1, int(kBlockSeconds / std::max(warm, 1e-7)));
-  std::vector<double> per_call;
-  for (int b = 0; b < kBlocks; ++b) per_call.push_back(seconds_of(fn, calls) / calls * 1e3);
-  std::nth_element(per_call.begin(), per_call.begin() + kBlocks / 2, per_call.end());
-  return per_call[kBlocks / 2];
-}
+using bench::median_ms;
 
 // One 3x3, padding-1 convolution shape and its three timed passes.
 struct ConvShape {

@@ -1,33 +1,12 @@
 #include "apps/bench/bench_kernels_nn.h"
 
-#include <algorithm>
-#include <chrono>
-#include <functional>
-
+#include "apps/bench/timing.h"
 #include "ember.h"
 
 namespace ember {
 namespace {
 
-constexpr int kBlocks = 7;              // timed blocks; the median is reported
-constexpr double kBlockSeconds = 0.02;  // calls per block are chosen to fill about this long
-
-double seconds_for(const std::function<void()>& fn, int64_t calls) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < calls; ++i) fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Median milliseconds per call: one warm-up call, a calibration block, then kBlocks blocks.
-double median_ms(const std::function<void()>& fn) {
-  fn();
-  const double once = std::max(seconds_for(fn, 1), 1e-7);
-  const int64_t calls = std::max<int64_t>(1, int64_t(kBlockSeconds / once));
-  std::vector<double> ms;
-  for (int b = 0; b < kBlocks; ++b) ms.push_back(seconds_for(fn, calls) * 1e3 / double(calls));
-  std::nth_element(ms.begin(), ms.begin() + kBlocks / 2, ms.end());
-  return ms[kBlocks / 2];
-}
+using bench::median_ms;
 
 std::string dims_name(const Shape& shape) {
   std::string s;

@@ -17,6 +17,7 @@ namespace {
 struct EpochResult {
   double seconds = 0;
   double accuracy = 0;
+  double peak_mib = 0;  // the CPU allocator's peak during the epoch (ember only)
 };
 
 double accuracy(Module& model, const TensorDataset& test) {
@@ -35,6 +36,9 @@ EpochResult ember_epoch(const std::shared_ptr<MnistDataset>& train, const Tensor
   auto model = mnist_cnn();
   SGD opt(model->parameters(), {.lr = 0.01});
   DataLoader loader(train, {.batch_size = batch, .shuffle = true, .drop_last = true, .seed = 0});
+  Allocator& memory = allocator_for(Device::cpu());
+  memory.reset_peak_stats();
+  const int64_t before = memory.stats().allocated_bytes;
   const auto start = std::chrono::steady_clock::now();
   for (auto& [x, y] : loader) {
     Tensor loss = cross_entropy((*model)(x), y);
@@ -43,7 +47,8 @@ EpochResult ember_epoch(const std::shared_ptr<MnistDataset>& train, const Tensor
     opt.step();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {seconds, accuracy(*model, test)};
+  const double peak_mib = double(memory.stats().peak_allocated_bytes - before) / (1 << 20);
+  return {seconds, accuracy(*model, test), peak_mib};
 }
 
 }  // namespace
@@ -53,7 +58,8 @@ void bench_mnist(const BenchMnistOptions& o, std::ostream& out) {
   MnistDataset test(o.data, false);
   out << "ember bench mnist: one epoch of mnist_cnn (SGD lr 0.01, cross-entropy, shuffled, drop last), "
       << num_threads() << " thread(s); PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped") << "\n\n";
-  Table table({"batch", "ember s", "pytorch s", "speedup", "ember acc", "pytorch acc"}, {6, 9, 10, 8, 10, 12});
+  Table table({"batch", "ember s", "pytorch s", "speedup", "ember acc", "pytorch acc", "ember peak MiB"},
+              {6, 9, 10, 8, 10, 12, 14});
   out << table.header() << "\n" << std::flush;
   std::vector<std::pair<int64_t, EpochResult>> ours;
   for (int64_t b : o.batch_sizes) ours.emplace_back(b, ember_epoch(train, test, b));
@@ -77,10 +83,11 @@ void bench_mnist(const BenchMnistOptions& o, std::ostream& out) {
     const bool have = it != peer.end();
     out << table.row({std::to_string(b), fixed(r.seconds, 2), have ? fixed(it->second.seconds, 2) : "n/a",
                       have ? fixed(it->second.seconds / r.seconds, 2) + "x" : "n/a", fixed(100 * r.accuracy, 2) + "%",
-                      have ? fixed(100 * it->second.accuracy, 2) + "%" : "n/a"})
+                      have ? fixed(100 * it->second.accuracy, 2) + "%" : "n/a", fixed(r.peak_mib, 1)})
         << "\n";
   }
-  out << "\nspeedup = pytorch seconds / ember seconds (training epoch only; accuracy on the 10k test images after it)\n";
+  out << "\nspeedup = pytorch seconds / ember seconds (training epoch only; accuracy on the 10k test images after it);\n"
+         "peak MiB = the caching allocator's peak allocated bytes during the epoch, above what was live before it\n";
 }
 
 }  // namespace ember::bench

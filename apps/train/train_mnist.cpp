@@ -154,6 +154,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
   out << "train " << model_title(c) << ": " << train_data->size() << " train / " << test_data->size()
       << " test images, " << model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
       << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << ", " << num_threads() << " threads, device " << device << "\n";
+  out << model->summary({1, 1, 28, 28});
   TrainMnistResult result;
   const int64_t last_epoch = c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
   for (int64_t epoch = start_epoch; epoch < last_epoch; ++epoch) {
