@@ -64,6 +64,10 @@ DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_ke
 DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel(
     "linear", &cpu::linear_forward);
 
+DeviceKernel<void(const SgdStep&, const Tensor&, const Tensor&, const Tensor&)> sgd_step_kernel("SGD", &cpu::sgd_step);
+DeviceKernel<void(const AdamStep&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    adam_step_kernel("Adam", &cpu::adam_step);
+
 namespace {
 std::atomic<CrossDeviceCopy> g_cross_device_copy{nullptr};
 }

@@ -60,6 +60,11 @@ extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forw
 extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel;
 extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel;
 
+// Optimizer steps: contracts in ops/cpu/kernels.h.
+extern DeviceKernel<void(const SgdStep&, const Tensor&, const Tensor&, const Tensor&)> sgd_step_kernel;
+extern DeviceKernel<void(const AdamStep&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    adam_step_kernel;
+
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA layer; null when there is only the CPU.
 using CrossDeviceCopy = void (*)(const Tensor& src, const Tensor& dst);

@@ -5,7 +5,7 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
-#include "nn/optim/fused_loop.h"
+#include "ops/kernels.h"
 #include "ops/creation.h"
 
 namespace ember {
@@ -55,28 +55,10 @@ void Adam::step() {
       // Scalars as PyTorch computes them: in double, then rounded to the parameter's dtype.
       const double bias_correction1 = 1 - std::pow(o.beta1, double(step));
       const double bias_correction2_sqrt = std::sqrt(1 - std::pow(o.beta2, double(step)));
-      const double step_size = o.lr / bias_correction1;
-      detail::fused_loop(param, [&](auto* p, int64_t begin, int64_t end) {
-        using T = std::remove_pointer_t<decltype(p)>;
-        const T* g = detail::same_typed(grad, p);
-        T* m = detail::same_typed(m_t, p);
-        T* v = detail::same_typed(v_t, p);
-        T* vmax = vmax_t.defined() ? detail::same_typed(vmax_t, p) : nullptr;
-        const T decay = T(1 - o.lr * o.weight_decay), wd = T(o.weight_decay);
-        const T b1 = T(o.beta1), b2 = T(o.beta2), one_b1 = T(1 - o.beta1), one_b2 = T(1 - o.beta2);
-        const T bc2 = T(bias_correction2_sqrt), eps = T(o.eps), neg_step = T(-step_size);
-        for (int64_t i = begin; i < end; ++i) {
-          T d = g[i];
-          if (decoupled_) p[i] = p[i] * decay;
-          else if (o.weight_decay != 0) d = d + wd * p[i];
-          m[i] = m[i] * b1 + one_b1 * d;
-          v[i] = v[i] * b2 + one_b2 * d * d;  // addcmul_'s order: (value * g) * g
-          T second = v[i];
-          if (vmax) second = vmax[i] = std::max(vmax[i], v[i]);
-          const T denom = std::sqrt(second) / bc2 + eps;
-          p[i] = p[i] + neg_step * m[i] / denom;  // addcdiv_'s order: (value * m) / denom
-        }
-      });
+      const AdamStep rule{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps,
+                          .weight_decay = o.weight_decay, .decoupled = decoupled_, .amsgrad = o.amsgrad,
+                          .step_size = o.lr / bias_correction1, .bias_correction2_sqrt = bias_correction2_sqrt};
+      adam_step_kernel(param.device(), rule, param, grad, m_t, v_t, vmax_t);
       param.bump_version();
     }
   }

@@ -35,7 +35,6 @@ Optimizer::ParamState& Optimizer::state_of(size_t index) {
 }
 
 void Optimizer::check_fusable(const char* optimizer, const Tensor& param, const Tensor& grad) {
-  EMBER_CHECK(param.is_cpu(), optimizer, ": step() supports CPU parameters only so far, got one on ", param.device());
   EMBER_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, optimizer,
               ": expected f32 or f64 parameters, got ", dtype_name(param.dtype()));
   EMBER_CHECK(param.is_contiguous(), optimizer, ": expected contiguous parameters, got strides ",

@@ -14,13 +14,13 @@
 //   param_groups.<g>.lr         0-d f64, the group's current learning rate (schedules change it)
 //   param_groups.<g>.num_params 0-d i64, checked on load
 //
-// Note [Fused updates]: step() runs each optimizer's rule as one loop over the elements of a
-// parameter (CPU, f32/f64, parallel_for) instead of a chain of tensor ops: PyTorch's rules
-// written as tensor ops allocate and traverse memory five to ten times per parameter, which
-// on the MNIST benchmark's small models costs more than the backward pass. The loops compute
-// PyTorch's expressions in the same order and precision (scalars rounded to the parameter's
-// dtype first), so results agree with torch.optim to within rounding. CUDA parameters need
-// the same loops as kernels (not written yet: step() refuses them by name).
+// Note [Fused updates]: step() applies each optimizer's rule as one device kernel per parameter
+// (sgd_step_kernel, adam_step_kernel in ops/kernels.h; the rules themselves in
+// ops/optim_rules.h, shared by the CPU loop and the CUDA kernel) instead of a chain of tensor
+// ops: PyTorch's rules written as tensor ops allocate and traverse memory five to ten times per
+// parameter, which on the MNIST benchmark's small models costs more than the backward pass.
+// The rules compute PyTorch's expressions in the same order and precision (scalars rounded to
+// the parameter's dtype first), so results agree with torch.optim to within rounding.
 #pragma once
 
 #include <map>

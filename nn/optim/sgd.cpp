@@ -2,7 +2,7 @@
 
 #include "autograd/autograd.h"
 #include "core/error.h"
-#include "nn/optim/fused_loop.h"
+#include "ops/kernels.h"
 #include "ops/creation.h"
 
 namespace ember {
@@ -43,21 +43,9 @@ void SGD::step() {
         buf = st.buffers["momentum_buffer"];
       }
       ++st.step;
-      detail::fused_loop(param, [&](auto* p, int64_t begin, int64_t end) {
-        using T = std::remove_pointer_t<decltype(p)>;
-        const T* g = detail::same_typed(grad, p);
-        T* b = buf.defined() ? detail::same_typed(buf, p) : nullptr;
-        const T wd = T(o.weight_decay), m = T(o.momentum), keep = T(1 - o.dampening), neg_lr = T(-o.lr);
-        for (int64_t i = begin; i < end; ++i) {
-          T d = g[i];
-          if (o.weight_decay != 0) d = d + wd * p[i];
-          if (b) {
-            b[i] = first ? d : b[i] * m + keep * d;
-            d = o.nesterov ? d + m * b[i] : b[i];
-          }
-          p[i] = p[i] + neg_lr * d;
-        }
-      });
+      const SgdStep rule{.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening,
+                         .weight_decay = o.weight_decay, .nesterov = o.nesterov, .first = first};
+      sgd_step_kernel(param.device(), rule, param, grad, buf);
       param.bump_version();
     }
   }

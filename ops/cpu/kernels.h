@@ -5,6 +5,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/elementwise_functors.h"
+#include "ops/optim_rules.h"
 
 namespace ember::cpu {
 
@@ -52,5 +53,12 @@ void index_add(const Tensor& out, const Tensor& index, const Tensor& src);
 void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
 // out[..., index[..., i, ...], ...] += src[..., i, ...] along dim; index and src of one shape.
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- optimizer steps (optim.cpp) -----------------------------------------------------------
+// param, grad and the state buffers: contiguous, one shape and dtype (f32/f64); undefined
+// buffers are absent (no momentum, no amsgrad). Updates param and the buffers in place.
+void sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer);
+void adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
 
 }  // namespace ember::cpu
