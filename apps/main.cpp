@@ -6,6 +6,7 @@
 
 #include "apps/bench/bench_allocator.h"
 #include "apps/bench/bench_kernels.h"
+#include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/demo.h"
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
   auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
                                                          "matmul): ember vs PyTorch, ms per call");
 
+  ember::bench::BenchMatmulOptions matmul_bench;
+  auto* bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
+  bench_matmul->add_flag("--sim", matmul_bench.sim, "run the kernels on the SIMT simulator at small sizes "
+                                                   "(a correctness smoke, not a figure)");
+
   ember::bench::BenchMnistOptions mnist_bench;
   bool no_pytorch = false;
   auto* bench_mnist = bench->add_subcommand("mnist", "one epoch of mnist_cnn per batch size, ember vs PyTorch");
@@ -102,6 +108,8 @@ int main(int argc, char** argv) {
       ember::bench::bench_ops(std::cout);
     } else if (*bench_kernels) {
       ember::bench::bench_kernels(std::cout);
+    } else if (*bench_matmul) {
+      return ember::bench::bench_matmul(std::cout, matmul_bench);
     } else if (*bench_mnist) {
       mnist_bench.with_pytorch = !no_pytorch;
       ember::bench::bench_mnist(mnist_bench, std::cout);

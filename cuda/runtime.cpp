@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cuda/kernels/matmul.h"
 #include "cuda/platform.h"
 
 namespace ember::cuda {
@@ -87,6 +88,7 @@ bool init() {
   std::call_once(once, [] {
     // Leaked on purpose: tensors in static objects may be freed after main returns.
     if (is_available()) register_allocator(DeviceType::cuda, make_allocator(make_raw_allocator()).release());
+    register_matmul_kernels();  // binds bmm_kernel (harmless when no device is visible)
   });
   return is_available();
 }

@@ -48,6 +48,13 @@ struct dim3 {
   constexpr operator uint3() const { return {x, y, z}; }
 };
 
+// float4: aligned to 16 bytes as in CUDA, so that kernels can load four floats at once through
+// a reinterpret_cast of an aligned address (one 128-bit access on a GPU, a struct copy here).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
 // Set by the simulator for each CUDA thread before it runs a block.
 inline thread_local uint3 threadIdx;
 inline thread_local uint3 blockIdx;
