@@ -59,7 +59,7 @@ TEST_CASE("cuda: gather and scatter_add (collisions, strided index and source) e
   check_equal<float>(one_hot(on_cuda(labels), 5, DType::f32), one_hot(labels, 5, DType::f32));
 }
 
-TEST_CASE("cuda: an out-of-range index is an Error naming the op, and nothing is written") {
+TEST_CASE("cuda: an out-of-range index, checked on the device, is an Error naming the op and the index") {
   Tensor x = on_cuda(randn({4, 5}, {}, &gen));
   REQUIRE_THROWS_WITH(index_select(x, 0, on_cuda(tensor<int64_t>({1, 4, 0}))),
                       Contains("index_select: index 4 is out of range for a dim of size 4"));
