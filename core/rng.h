@@ -10,9 +10,11 @@
 #include <array>
 #include <cstdint>
 
+#include "core/philox.h"
+
 namespace ember {
 
-// Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
+// Philox4x32 with 10 rounds (core/philox.h, which kernels use directly).
 struct Philox4x32 {
   static std::array<uint32_t, 4> block(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 };
@@ -39,11 +41,6 @@ class Generator {
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // sets the default generator's seed and resets its offset
 
-// Conversions shared by every backend: a 32-bit word to a float in [0, 1), two words to a
-// double in [0, 1).
-inline float uniform_float(uint32_t w) { return float(w >> 8) * 0x1p-24f; }
-inline double uniform_double(uint32_t lo, uint32_t hi) {
-  return double((uint64_t(hi) << 21) ^ (lo >> 11)) * 0x1p-53;
-}
+// uniform_float / uniform_double (word -> [0, 1)) come from core/philox.h.
 
 }  // namespace ember

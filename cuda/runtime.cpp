@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "cuda/kernels/matmul.h"
+#include "cuda/kernels.h"
 #include "cuda/platform.h"
 
 namespace ember::cuda {
@@ -87,8 +87,9 @@ bool init() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Leaked on purpose: tensors in static objects may be freed after main returns.
-    if (is_available()) register_allocator(DeviceType::cuda, make_allocator(make_raw_allocator()).release());
-    register_matmul_kernels();  // binds bmm_kernel (harmless when no device is visible)
+    if (!is_available()) return;
+    register_allocator(DeviceType::cuda, make_allocator(make_raw_allocator()).release());
+    register_cuda_kernels();
   });
   return is_available();
 }

@@ -4,12 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
-#if defined(__CUDACC__)
-#define EMBER_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define EMBER_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace ember {
 
@@ -53,8 +50,8 @@ struct UnaryFn {
   template <class T>
   EMBER_HOST_DEVICE T operator()(T x) const {
     if constexpr (op == UnaryOp::neg) return -x;
-    else if constexpr (op == UnaryOp::abs) return x < T(0) ? -x : x;
-    else if constexpr (op == UnaryOp::sign) return T((x > T(0)) - (x < T(0)));
+    else if constexpr (op == UnaryOp::abs) { if constexpr (std::is_unsigned_v<T>) return x; else return x < T(0) ? -x : x; }
+    else if constexpr (op == UnaryOp::sign) { if constexpr (std::is_unsigned_v<T>) return T(x > T(0)); else return T((x > T(0)) - (x < T(0))); }
     else if constexpr (op == UnaryOp::exp) return std::exp(x);
     else if constexpr (op == UnaryOp::log) return std::log(x);
     else if constexpr (op == UnaryOp::log1p) return std::log1p(x);
@@ -139,7 +136,7 @@ decltype(auto) visit_compare(CompareOp op, F&& f) {
 }
 
 // Ops that need a floating dtype (the rest also accept integers).
-inline bool unary_needs_float(UnaryOp op) {
+constexpr bool unary_needs_float(UnaryOp op) {
   return !(op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
            op == UnaryOp::relu || op == UnaryOp::logical_not);
 }

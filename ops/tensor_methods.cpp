@@ -30,11 +30,13 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  // The output first: allocating on the cuda device initialises the CUDA layer, which installs
+  // the cross-device copy.
+  Tensor out = Tensor::empty(shape(), {.dtype = dtype(), .device = target});
   CrossDeviceCopy copy = cross_device_copy();
   EMBER_CHECK(copy != nullptr, "to: cannot move a tensor from ", device(), " to ", target,
               ": this build of ember has no CUDA backend or no GPU is visible");
   Tensor src = contiguous();
-  Tensor out = Tensor::empty(shape(), {.dtype = dtype(), .device = target});
   copy(src, out);
   if (needs_grad(*this))
     record("to", {*this}, out, [from = device()](const Tensor& g) -> TensorList { return {g.to(from)}; });
