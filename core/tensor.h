@@ -93,6 +93,7 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
 
   // ---- autograd (defined in autograd/) ----------------------------------------------------
   bool requires_grad() const;

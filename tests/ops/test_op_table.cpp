@@ -2,11 +2,15 @@
 //   (a) an f64 finite-difference gradcheck with the inputs contiguous, permuted and strided
 //       (and the forward values of the three layouts agree);
 //   (b) f32 forward values and gradients against PyTorch (tests/data/ops_fixtures.safetensors,
-//       written by tests/data/make_fixtures.py, which also draws the inputs).
+//       written by tests/data/make_fixtures.py, which also draws the inputs);
+//   (c) where a cuda device exists (the simulator in CI): f64 values and gradients on cuda equal
+//       the CPU's, and an f64 gradcheck on cuda.
 // Broadcast and expanded operands are cases of their own (the expand happens inside the op
 // function, since gradcheck perturbs its leaves in place and they must not overlap).
 // A new case needs a line here and the same-named line in make_fixtures.py.
 #include <set>
+
+#include "cuda/runtime.h"
 
 #include "support/test_support.h"
 
@@ -32,11 +36,17 @@ struct OpCase {
 #define OP1(expr) [](const TensorList& in) -> Tensor { const Tensor& x = in[0]; return expr; }
 #define OP2(expr) [](const TensorList& in) -> Tensor { const Tensor& a = in[0]; const Tensor& b = in[1]; return expr; }
 
+// The device the constant operands below are made on: the cpu, or cuda while the table runs
+// there (test "every case on cuda").
+Device g_constants_device = Device::cpu();
+
 // The constant operands of make_fixtures.py.
-Tensor bools(std::vector<uint8_t> v, Shape shape) { return tensor<uint8_t>(v, shape).to(DType::boolean); }
+Tensor bools(std::vector<uint8_t> v, Shape shape) {
+  return tensor<uint8_t>(v, shape).to(DType::boolean).to(g_constants_device);
+}
 Tensor cond_3x4() { return bools({1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0}, {3, 4}); }
 Tensor mask_4() { return bools({1, 0, 0, 1}, {4}); }
-Tensor ids(std::vector<int64_t> v, Shape shape) { return tensor<int64_t>(v, shape); }
+Tensor ids(std::vector<int64_t> v, Shape shape) { return tensor<int64_t>(v, shape).to(g_constants_device); }
 
 Tensor split_case(const Tensor& x) {
   auto p = split(x, 2, 1);
@@ -261,5 +271,44 @@ TEST_CASE("op table: f32 values and gradients match PyTorch", "[ops][table][fixt
     } catch (const std::exception& e) {
       FAIL_CHECK("threw: " << e.what());
     }
+  }
+}
+
+TEST_CASE("op table: every case on cuda matches the CPU and passes gradcheck there", "[ops][table][cuda]") {
+  if (!cuda::is_available()) {
+    WARN("no cuda device in this build or process: the cuda half of the op table is skipped");
+    return;
+  }
+  for (const OpCase& c : op_table()) {
+    INFO("case " << c.name);
+    try {
+      TensorList cpu_in, cuda_in;
+      for (const Tensor& x : fixture_inputs(c)) {
+        cpu_in.push_back(x.to(DType::f64).requires_grad_());
+        cuda_in.push_back(x.to(DType::f64).to(Device::cuda()).requires_grad_());
+      }
+      Tensor w = fixtures().get(key(c, "w")).to(DType::f64);
+      Tensor cpu_out = c.build(cpu_in);
+      sum(mul(cpu_out, w)).backward();
+      g_constants_device = Device::cuda();
+      Tensor cuda_out = c.build(cuda_in);
+      CHECK(cuda_out.device() == Device::cuda());
+      sum(mul(cuda_out, w.to(Device::cuda()))).backward();
+      test::check_close(cuda_out.cpu(), cpu_out, 1e-10, 1e-12);
+      for (size_t i = 0; i < cpu_in.size(); ++i) {
+        INFO("gradient of input " << i);
+        test::check_close(cuda_in[i].grad().cpu(), cpu_in[i].grad(), 1e-10, 1e-12);
+      }
+      GradcheckOptions options;
+      if (c.flags & kCoarseEps) options.eps = 1e-2;
+      TensorList leaves;
+      for (const Tensor& x : cuda_in) leaves.push_back(x.detach());
+      const GradcheckResult r = gradcheck(c.build, leaves, options);
+      INFO(r.report);
+      CHECK(r.ok);
+    } catch (const std::exception& e) {
+      FAIL_CHECK("threw: " << e.what());
+    }
+    g_constants_device = Device::cpu();
   }
 }
