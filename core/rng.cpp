@@ -1,22 +1,17 @@
 #include "core/rng.h"
 
+#include "core/philox.h"
+
 namespace ember {
 
 std::array<uint32_t, 4> Philox4x32::block(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
-  constexpr uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = uint64_t(kMul0) * c[0], p1 = uint64_t(kMul1) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k[1], uint32_t(p0)};
-    k[0] += kWeyl0;
-    k[1] += kWeyl1;
-  }
-  return c;
+  const PhiloxWords w = philox4x32({{c[0], c[1], c[2], c[3]}}, {{k[0], k[1]}});
+  return {w.v[0], w.v[1], w.v[2], w.v[3]};
 }
 
 std::array<uint32_t, 4> Generator::block(uint64_t index) const {
-  return Philox4x32::block({uint32_t(index), uint32_t(index >> 32), 0, 0},
-                           {uint32_t(seed_), uint32_t(seed_ >> 32)});
+  const PhiloxWords w = philox_block(seed_, index);
+  return {w.v[0], w.v[1], w.v[2], w.v[3]};
 }
 
 Generator& default_generator() {

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/philox.h"  // also uniform_float, uniform_double
+
 namespace ember {
 
 // Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
@@ -38,12 +40,5 @@ class Generator {
 
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // sets the default generator's seed and resets its offset
-
-// Conversions shared by every backend: a 32-bit word to a float in [0, 1), two words to a
-// double in [0, 1).
-inline float uniform_float(uint32_t w) { return float(w >> 8) * 0x1p-24f; }
-inline double uniform_double(uint32_t lo, uint32_t hi) {
-  return double((uint64_t(hi) << 21) ^ (lo >> 11)) * 0x1p-53;
-}
 
 }  // namespace ember

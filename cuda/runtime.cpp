@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cuda/kernels/nn_kernels.h"
 #include "cuda/platform.h"
 
 namespace ember::cuda {
@@ -87,6 +88,7 @@ bool init() {
   std::call_once(once, [] {
     // Leaked on purpose: tensors in static objects may be freed after main returns.
     if (is_available()) register_allocator(DeviceType::cuda, make_allocator(make_raw_allocator()).release());
+    nn::register_nn_kernels();
   });
   return is_available();
 }
