@@ -9,13 +9,14 @@
 //
 // Note [Conv column chunks]: the column matrices of a chunk of images are built at once so that
 // one GEMM launch covers every (image, group) of the chunk; a chunk holds as many images as fit
-// in kColumnBudgetBytes (at least one), so memory stays bounded for any batch size.
+// in the column budget (at least one), so memory stays bounded for any batch size.
 //
 // Note [col2im gather]: col2im runs one thread per input pixel, which visits exactly the
 // kernel taps whose output position (h + pad - kh * dilation) / stride is integral and in
 // range, and adds their column entries in (kh, kw) order: no two threads write one address, so
 // no atomics and a deterministic result (the CPU's order, too).
 #include <algorithm>
+#include <atomic>
 
 #include "cuda/kernels/block_reduce.cuh"
 #include "cuda/kernels/nn_kernels.h"
@@ -27,7 +28,7 @@ namespace {
 using kernels::block_reduce;
 using kernels::Sum;
 
-constexpr int64_t kColumnBudgetBytes = int64_t(128) << 20;
+std::atomic<int64_t> g_column_budget_bytes{int64_t(128) << 20};
 constexpr unsigned kThreads = 256;
 
 // x: images [0, count) of (Cin, H, W) -> col: (count, Cin * kH * kW, L).
@@ -92,8 +93,10 @@ int64_t conv2d_column_elements(const Conv2dGeometry& g) {
 int64_t conv2d_column_images(const Conv2dGeometry& g, size_t element_size) {
   const int64_t per_image = conv2d_column_elements(g) * int64_t(element_size);
   if (per_image == 0) return 0;
-  return std::clamp<int64_t>(kColumnBudgetBytes / per_image, 1, std::max<int64_t>(g.batch, 1));
+  return std::clamp<int64_t>(g_column_budget_bytes.load() / per_image, 1, std::max<int64_t>(g.batch, 1));
 }
+
+void set_conv2d_column_budget(int64_t bytes) { g_column_budget_bytes.store(bytes); }
 
 template <class T>
 void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y, T* columns, Stream stream) {

@@ -52,6 +52,8 @@ void gemm(const GemmArgs<T>& args, Stream stream);
 // pointwise convolution, which needs none) and images per chunk.
 int64_t conv2d_column_elements(const Conv2dGeometry& g);
 int64_t conv2d_column_images(const Conv2dGeometry& g, size_t element_size);
+// The column workspace budget in bytes (default 128 MiB); tests lower it to exercise chunking.
+void set_conv2d_column_budget(int64_t bytes);
 // x (N, Cin, H, W), w (Cout, Cin/G, kH, kW), b (Cout) or null -> y (N, Cout, Ho, Wo).
 // `columns` holds conv2d_column_images(g) * conv2d_column_elements(g) elements (null if 0).
 template <class T>

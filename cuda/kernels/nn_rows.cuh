@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/kernels/block_reduce.cuh"
 #include "cuda/launch.h"
@@ -35,12 +36,12 @@ struct RowLayout {
 
 template <class T>
 __device__ __forceinline__ T exp_of(T x) {
-  if constexpr (sizeof(T) == sizeof(float)) return expf(x);
+  if constexpr (std::is_same_v<T, float>) return expf(x);
   else return exp(x);
 }
 template <class T>
 __device__ __forceinline__ T log_of(T x) {
-  if constexpr (sizeof(T) == sizeof(float)) return logf(x);
+  if constexpr (std::is_same_v<T, float>) return logf(x);
   else return log(x);
 }
 
