@@ -2,6 +2,7 @@
 // from cuda::init(), when the cuda device is first used.
 #include "cuda/kernels.h"
 #include "cuda/kernels/matmul.h"
+#include "cuda/kernels/nn_kernels.h"
 #include "cuda/kernels/optim.h"
 #include "ops/kernels.h"
 
@@ -26,6 +27,7 @@ void register_cuda_kernels() {
   scatter_add_kernel.set_cuda(&cuda::scatter_add);
   register_matmul_kernels();  // bmm (kernels/matmul.cu)
   register_optim_kernels();   // SGD, Adam/AdamW steps (kernels/optim.cu)
+  nn::register_nn_kernels();  // conv, pooling, linear, batch norm, softmax, losses, dropout (kernels/nn_*)
   set_cross_device_copy(&cuda::copy_between_devices);
 }
 
