@@ -31,7 +31,17 @@ constexpr unsigned kMaxThreadsPerBlock = 1024;
 
 // Blocks of `per_block` threads needed to cover n items, clamped to [1, max_blocks] (a
 // grid-stride loop in the kernel covers the rest).
+//
+// Note [Simulator grids]: the simulator runs a grid's blocks one after another and wakes every
+// thread of a block, so a launch costs about (blocks x threads) thread wake-ups whatever the
+// work. Under it the clamp drops to kSimMaxBlocks: every kernel sized by blocks_for is a
+// grid-stride loop (the contract above), so fewer blocks compute the same result, and the
+// tests still run several blocks (and the stride loop itself) per launch.
 inline unsigned blocks_for(int64_t n, unsigned per_block, unsigned max_blocks = 4096) {
+#if defined(EMBER_CUDA_SIM)
+  constexpr unsigned kSimMaxBlocks = 8;
+  if (max_blocks > kSimMaxBlocks) max_blocks = kSimMaxBlocks;
+#endif
   const int64_t blocks = (n + per_block - 1) / per_block;
   return unsigned(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
 }

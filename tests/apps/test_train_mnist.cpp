@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "apps/train/train_mnist.h"
+#include "cuda/runtime.h"
 #include "datasets/idx_fixtures.h"
 #include "ember.h"
 #include "support/test_support.h"
@@ -134,4 +135,22 @@ TEST_CASE("train mnist: bad configuration values are clear errors") {
   c = small_config(dir);
   c.dataset = "cifar";
   CHECK_THROWS_WITH(run(c), Catch::Contains("unknown dataset 'cifar'"));
+}
+
+TEST_CASE("train mnist: on cuda the run follows the CPU run") {
+  if (!cuda::is_available()) {
+    WARN("no cuda device in this build or process: skipped");
+    return;
+  }
+  test::TempDir dir("train_mnist_cuda");
+  write_synthetic_mnist(dir, 16, 8);  // tiny: on the simulator every kernel launch costs milliseconds
+  TrainMnistConfig c = small_config(dir);
+  c.epochs = 1;
+  c.batch_size = 8;
+  c.model = "lenet5";
+  const auto on_cpu = run(c);
+  c.device = "cuda";
+  const auto on_cuda = run(c);
+  CHECK(on_cuda.test_loss == Approx(on_cpu.test_loss).epsilon(1e-4));
+  CHECK(on_cuda.test_accuracy == on_cpu.test_accuracy);
 }
