@@ -276,7 +276,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  return where(mask, scalar_like(value, x), x).reshape(x.shape());
+  EMBER_CHECK(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape(), "masked_fill: mask shape ",
+              shape_str(mask.shape()), " does not broadcast to the input shape ", shape_str(x.shape()));
+  return where(mask, scalar_like(value, x), x);
 }
 
 // ---- operators -------------------------------------------------------------------------------------

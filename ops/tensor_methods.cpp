@@ -75,7 +75,6 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   autograd::check_inplace(*this, "copy_");
   check_same_device("copy_", *this, src);
-  broadcast_shapes(src.shape(), shape(), "copy_");
   EMBER_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source shape ",
               shape_str(src.shape()), " does not broadcast to ", shape_str(shape()));
   copy_kernel(device(), src, *this);

@@ -72,10 +72,9 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
     const int64_t n = x.size(dim), sxd = x.stride(dim);
     parallel_for(0, index.numel(), 8192, [&](int64_t b, int64_t e) {
       for (int64_t l = b; l < e; ++l) {
-        int64_t c = 0, ci = 0;
+        int64_t c = 0;
         const int64_t ox = offset_except(l, index.shape(), x.strides(), dim, c);
         const int64_t oi = offset_except(l, index.shape(), index.strides(), dim, c) + c * index.stride(dim);
-        (void)ci;
         po[l] = px[ox + checked(pi[oi], n, "gather") * sxd];
       }
     });
