@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   auto* bench_alloc = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
   auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
                                                          "matmul): ember vs PyTorch, ms per call");
+  std::string kernels_device = "cpu";
+  bench_kernels->add_option("--device", kernels_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 
   ember::bench::BenchMatmulOptions matmul_bench;
   auto* bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
@@ -107,7 +110,7 @@ int main(int argc, char** argv) {
     } else if (*bench_ops) {
       ember::bench::bench_ops(std::cout);
     } else if (*bench_kernels) {
-      ember::bench::bench_kernels(std::cout);
+      ember::bench::bench_kernels(std::cout, ember::parse_device(kernels_device));
     } else if (*bench_matmul) {
       return ember::bench::bench_matmul(std::cout, matmul_bench);
     } else if (*bench_mnist) {

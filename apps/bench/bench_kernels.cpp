@@ -10,14 +10,15 @@
 
 namespace ember::bench {
 
-void bench_kernels(std::ostream& out) {
+void bench_kernels(std::ostream& out, Device device) {
   const int threads = num_threads();
-  out << "ember bench kernels: ms per call, median of 7 blocks after warm-up, " << threads
-      << " thread(s); PyTorch measured in the same run (" << peer_python() << ")\n\n" << std::flush;
-  std::vector<KernelRow> rows = bench_kernels_conv();
-  for (const KernelRow& r : bench_kernels_nn(threads)) rows.push_back(r);
-  auto torch = run_peer_script("torch_kernels.py", {"--threads", std::to_string(threads)});
-  for (const auto& [name, ms] : run_peer_script("torch_kernels_nn.py", {std::to_string(threads)})) torch[name] = ms;
+  out << "ember bench kernels on " << device << ": ms per call, median of 7 blocks after warm-up, " << threads
+      << " CPU thread(s); PyTorch measured in the same run (" << peer_python() << ")\n\n" << std::flush;
+  std::vector<KernelRow> rows = bench_kernels_conv(device);
+  for (const KernelRow& r : bench_kernels_nn(threads, device)) rows.push_back(r);
+  const std::vector<std::string> args = {"--threads", std::to_string(threads), "--device", device.is_cuda() ? "cuda" : "cpu"};
+  auto torch = run_peer_script("torch_kernels.py", args);
+  for (const auto& [name, ms] : run_peer_script("torch_kernels_nn.py", args)) torch[name] = ms;
 
   Table table({"kernel", "ember ms", "pytorch ms", "speedup"}, {40, 10, 11, 8});
   out << table.header() << "\n";

@@ -1,12 +1,12 @@
 #include "apps/bench/bench_kernels_conv.h"
 
-#include "apps/bench/timing.h"
+#include "apps/bench/device_timing.h"
 #include "ember.h"
 
 namespace ember {
 namespace {
 
-using bench::median_ms;
+using bench::TimingOptions;
 
 // One 3x3, padding-1 convolution shape and its three timed passes.
 struct ConvShape {
@@ -15,10 +15,14 @@ struct ConvShape {
 
 }  // namespace
 
-std::vector<bench::KernelRow> bench_kernels_conv() {
+std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
   autograd::NoGradGuard no_grad;
   std::vector<bench::KernelRow> rows;
-  auto add = [&](std::string name, const std::function<void()>& fn) { rows.push_back({std::move(name), median_ms(fn)}); };
+  const TimingOptions timing = bench::timing_for(device);
+  auto add = [&](std::string name, const std::function<void()>& fn) {
+    rows.push_back({std::move(name), bench::median_ms(fn, timing)});
+  };
+  auto randn = [&](const Shape& shape) { return ember::randn(shape).to(device); };
 
   {
     const ConvShape s{2, 4, 8, 64};

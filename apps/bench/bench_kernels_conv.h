@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "apps/bench/kernel_row.h"
+#include "core/device.h"
 
 namespace ember {
 
-// Times each row on the current thread pool (set_num_threads decides the thread count).
-std::vector<bench::KernelRow> bench_kernels_conv();
+// Times each row on `device` (on the cpu, the current thread pool decides the thread count).
+std::vector<bench::KernelRow> bench_kernels_conv(Device device = Device::cpu());
 
 }  // namespace ember

@@ -1,12 +1,17 @@
 #include "apps/bench/bench_kernels_nn.h"
 
-#include "apps/bench/timing.h"
+#include "apps/bench/device_timing.h"
 #include "ember.h"
 
 namespace ember {
 namespace {
 
-using bench::median_ms;
+// Where the rows run and how their blocks are timed (see bench_kernels_nn()).
+struct Target {
+  Device device;
+  bench::TimingOptions timing;
+  double ms(const std::function<void()>& fn) const { return bench::median_ms(fn, timing); }
+};
 
 std::string dims_name(const Shape& shape) {
   std::string s;
@@ -15,60 +20,61 @@ std::string dims_name(const Shape& shape) {
 }
 
 // Times one backward pass of `out` (recorded from leaf x) with gradient g.
-double backward_ms(const Tensor& x, const Tensor& out, const Tensor& g) {
-  return median_ms([&] {
+double backward_ms(const Target& on, const Tensor& x, const Tensor& out, const Tensor& g) {
+  return on.ms([&] {
     x.zero_grad();
     out.backward(g, /*retain_graph=*/true);
   });
 }
 
-void bench_unary(std::vector<bench::KernelRow>& rows, const std::string& op, const Shape& shape,
+void bench_unary(const Target& on, std::vector<bench::KernelRow>& rows, const std::string& op, const Shape& shape,
                  const std::function<Tensor(const Tensor&)>& fn) {
   Generator gen(1);
-  Tensor x = randn(shape, {}, &gen);
+  Tensor x = randn(shape, {}, &gen).to(on.device);
   {
     autograd::NoGradGuard no_grad;
-    rows.push_back({op + "_fwd " + dims_name(shape), median_ms([&] { fn(x); })});
+    rows.push_back({op + "_fwd " + dims_name(shape), on.ms([&] { fn(x); })});
   }
   Tensor xr = x.detach().requires_grad_();
   Tensor y = fn(xr);
-  rows.push_back({op + "_bwd " + dims_name(shape), backward_ms(xr, y, randn(shape, {}, &gen))});
+  rows.push_back({op + "_bwd " + dims_name(shape), backward_ms(on, xr, y, randn(shape, {}, &gen).to(on.device))});
 }
 
-void bench_cross_entropy(std::vector<bench::KernelRow>& rows, int64_t n, int64_t classes) {
+void bench_cross_entropy(const Target& on, std::vector<bench::KernelRow>& rows, int64_t n, int64_t classes) {
   Generator gen(2);
-  Tensor x = randn({n, classes}, {}, &gen);
-  Tensor t = randint(0, classes, {n}, {.dtype = DType::i64}, &gen);
+  Tensor x = randn({n, classes}, {}, &gen).to(on.device);
+  Tensor t = randint(0, classes, {n}, {.dtype = DType::i64}, &gen).to(on.device);
   const std::string dims = dims_name({n, classes});
   {
     autograd::NoGradGuard no_grad;
-    rows.push_back({"cross_entropy_fwd " + dims, median_ms([&] { cross_entropy(x, t); })});
+    rows.push_back({"cross_entropy_fwd " + dims, on.ms([&] { cross_entropy(x, t); })});
   }
   Tensor xr = x.detach().requires_grad_();
   Tensor loss = cross_entropy(xr, t);
-  rows.push_back({"cross_entropy_bwd " + dims, backward_ms(xr, loss, ones({}))});
+  rows.push_back({"cross_entropy_bwd " + dims, backward_ms(on, xr, loss, ones({}).to(on.device))});
 }
 
-void bench_matmul(std::vector<bench::KernelRow>& rows, int64_t n) {
+void bench_matmul(const Target& on, std::vector<bench::KernelRow>& rows, int64_t n) {
   Generator gen(3);
-  Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
+  Tensor a = randn({n, n}, {}, &gen).to(on.device), b = randn({n, n}, {}, &gen).to(on.device);
   autograd::NoGradGuard no_grad;
-  rows.push_back({"matmul " + dims_name({n, n, n}), median_ms([&] { matmul(a, b); })});
+  rows.push_back({"matmul " + dims_name({n, n, n}), on.ms([&] { matmul(a, b); })});
 }
 
 }  // namespace
 
-std::vector<bench::KernelRow> bench_kernels_nn(int threads) {
+std::vector<bench::KernelRow> bench_kernels_nn(int threads, Device device) {
   if (threads > 0) set_num_threads(threads);
+  const Target on{device, bench::timing_for(device)};
   std::vector<bench::KernelRow> rows;
   auto softmax1 = [](const Tensor& x) { return softmax(x, 1); };
-  bench_unary(rows, "softmax", {8, 10}, softmax1);
-  bench_unary(rows, "softmax", {8, 10, 28, 28}, softmax1);
-  bench_cross_entropy(rows, 32, 10);
-  bench_cross_entropy(rows, 256, 1000);
-  bench_unary(rows, "relu", {1024, 1024}, [](const Tensor& x) { return relu(x); });
-  bench_matmul(rows, 256);
-  bench_matmul(rows, 1024);
+  bench_unary(on, rows, "softmax", {8, 10}, softmax1);
+  bench_unary(on, rows, "softmax", {8, 10, 28, 28}, softmax1);
+  bench_cross_entropy(on, rows, 32, 10);
+  bench_cross_entropy(on, rows, 256, 1000);
+  bench_unary(on, rows, "relu", {1024, 1024}, [](const Tensor& x) { return relu(x); });
+  bench_matmul(on, rows, 256);
+  bench_matmul(on, rows, 1024);
   return rows;
 }
 

@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "apps/bench/kernel_row.h"
+#include "core/device.h"
 
 namespace ember {
 
-// threads > 0 sets ember's thread count first; 0 keeps the current one.
-std::vector<bench::KernelRow> bench_kernels_nn(int threads = 0);
+// threads > 0 sets ember's thread count first; 0 keeps the current one. The rows run on
+// `device`.
+std::vector<bench::KernelRow> bench_kernels_nn(int threads = 0, Device device = Device::cpu());
 
 }  // namespace ember

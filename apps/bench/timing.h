@@ -16,16 +16,22 @@ struct TimingOptions {
   int warmup = 2;  // untimed calls before the first block
   int blocks = 7;  // timed blocks; the median block is reported
   int iters = 0;   // calls per block; 0: enough for about 20 ms per block
+  // Waits for queued device work (cuda::synchronize for GPU timings); called after the warm-up
+  // and at the end of every block, never per call.
+  std::function<void()> sync;
 };
 
 // Milliseconds per call of fn: the median over blocks of (block time / calls in the block).
 inline double median_ms(const std::function<void()>& fn, TimingOptions opt = {}) {
   using clock = std::chrono::steady_clock;
+  auto sync = [&] { if (opt.sync) opt.sync(); };
   for (int i = 0; i < opt.warmup; ++i) fn();
+  sync();
   int iters = opt.iters;
   if (iters <= 0) {  // calibrate on one call
     const auto t0 = clock::now();
     fn();
+    sync();
     const double one = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     iters = std::clamp(int(20.0 / std::max(one, 1e-3)), 1, 10000);
   }
@@ -33,6 +39,7 @@ inline double median_ms(const std::function<void()>& fn, TimingOptions opt = {})
   for (int b = 0; b < opt.blocks; ++b) {
     const auto t0 = clock::now();
     for (int i = 0; i < iters; ++i) fn();
+    sync();
     per_call.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count() / iters);
   }
   std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's timings for the rows of apps/bench_kernels_conv.cpp, printed as lines `name ms`.
 
-    /usr/bin/python3 apps/bench/torch_kernels.py --threads 2
+    /usr/bin/python3 apps/bench/torch_kernels.py --threads 2 [--device cuda]
 
 Same shapes, same method: one warm-up call sizes blocks of about 50 ms; the median of 7
 blocks is reported in milliseconds per call. The backward rows call the ATen kernels that
@@ -16,9 +16,13 @@ import torch.nn.functional as F
 BLOCKS, BLOCK_SECONDS = 7, 0.05
 
 
+SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
+
+
 def median_ms(fn):
     start = time.perf_counter()
     fn()
+    SYNC()
     warm = time.perf_counter() - start
     calls = max(1, int(BLOCK_SECONDS / max(warm, 1e-7)))
     per_call = []
@@ -26,6 +30,7 @@ def median_ms(fn):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
+        SYNC()
         per_call.append((time.perf_counter() - start) / calls * 1e3)
     return sorted(per_call)[BLOCKS // 2]
 
@@ -58,8 +63,13 @@ def rows():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    global SYNC
+    if args.device == "cuda":
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+        SYNC = torch.cuda.synchronize
     with torch.no_grad():
         for name, fn in rows():
             print(f"{name} {median_ms(fn):.4f}", flush=True)

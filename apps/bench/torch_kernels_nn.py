@@ -3,24 +3,27 @@
 the same way (one warm-up call, calls per block filling ~20 ms, median of 7 blocks), printed
 as `name ms` lines.
 
-    /usr/bin/python3 apps/bench/torch_kernels_nn.py [threads]    # Debian's python3-torch
+    /usr/bin/python3 apps/bench/torch_kernels_nn.py [--threads N] [--device cuda]   # Debian's python3-torch
 
 threads defaults to EMBER_NUM_THREADS, else the number of CPUs (ember's default).
 """
+import argparse
 import os
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
 BLOCKS, BLOCK_SECONDS = 7, 0.02
+SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
 
 
 def median_ms(fn):
     fn()
+    SYNC()
     start = time.perf_counter()
     fn()
+    SYNC()
     once = max(time.perf_counter() - start, 1e-7)
     calls = max(1, int(BLOCK_SECONDS / once))
     ms = []
@@ -28,6 +31,7 @@ def median_ms(fn):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
+        SYNC()
         ms.append((time.perf_counter() - start) * 1e3 / calls)
     return sorted(ms)[BLOCKS // 2]
 
@@ -54,7 +58,7 @@ def bench_unary(rows, op, shape, fn):
 
 def bench_cross_entropy(rows, n, classes):
     x = torch.randn(n, classes)
-    t = torch.randint(0, classes, (n,))
+    t = torch.randint(0, classes, (n,), device=x.device)
     with torch.no_grad():
         rows.append((f"cross_entropy_fwd {n}x{classes}", median_ms(lambda: F.cross_entropy(x, t))))
     xr = x.clone().requires_grad_()
@@ -69,8 +73,15 @@ def bench_matmul(rows, n):
 
 
 def main():
-    threads = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("EMBER_NUM_THREADS", os.cpu_count()))
-    torch.set_num_threads(threads)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("EMBER_NUM_THREADS", os.cpu_count())))
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    global SYNC
+    if args.device == "cuda":
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
+        SYNC = torch.cuda.synchronize
     torch.manual_seed(0)
     rows = []
     softmax1 = lambda x: F.softmax(x, 1)  # noqa: E731
