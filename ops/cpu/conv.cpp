@@ -239,11 +239,7 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
   T* dwp = dw.data<T>();
   const int64_t weights = dw.numel();
   std::fill(dwp, dwp + weights, T(0));
-  // A small problem (under ~4 MFLOP in all) runs as one task: waking the pool and summing
-  // partial accumulators would cost more than the work.
-  const double flops = 2.0 * double(g.batch) * double(G) * double(M) * double(K) * double(L);
-  const int64_t parts = flops < 4e6 ? 1
-                                    : std::clamp<int64_t>((4 * num_threads() + G - 1) / G, 1, std::max<int64_t>(g.batch, 1));
+  const int64_t parts = std::clamp<int64_t>((4 * num_threads() + G - 1) / G, 1, std::max<int64_t>(g.batch, 1));
   Tensor partials = parts > 1 ? Tensor::empty({(parts - 1) * weights}, {.dtype = x.dtype()}) : Tensor();
   if (parts > 1) std::fill(partials.data<T>(), partials.data<T>() + partials.numel(), T(0));
   auto accumulator = [&](int64_t part) { return part == 0 ? dwp : partials.data<T>() + (part - 1) * weights; };
