@@ -12,10 +12,25 @@
 
 #include "core/error.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define EMBER_CPU_RELAX() _mm_pause()
+#else
+#define EMBER_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace ember {
 namespace {
 
 thread_local bool t_in_parallel = false;
+
+// Note [Spin before sleeping]: a training step runs hundreds of short parallel loops; waking a
+// worker through a condition variable costs tens of microseconds each time, as much as the
+// work of a small op. So a worker polls for the next job for a short while (about 50 us of
+// pause instructions) before it sleeps, and the caller polls for the workers to finish before
+// it sleeps, as OpenMP runtimes do. Between training steps the pool still goes to sleep, so
+// an idle process does not hold the (shared) cores.
+constexpr int kSpinIterations = 1000;
 
 // One job at a time: workers wake on a generation change, claim chunks, and the last one out
 // signals the caller.
@@ -44,13 +59,14 @@ class ThreadPool {
       chunk_ = chunk;
       next_.store(begin);
       error_ = nullptr;
-      busy_ = int(workers_.size());
-      ++generation_;
+      busy_.store(int(workers_.size()));
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work();
+    for (int i = 0; i < kSpinIterations && busy_.load(std::memory_order_acquire) != 0; ++i) EMBER_CPU_RELAX();
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return busy_ == 0; });
+    done_.wait(lock, [&] { return busy_.load() == 0; });
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -75,15 +91,17 @@ class ThreadPool {
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
+      for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i)
+        EMBER_CPU_RELAX();
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load();
       }
       work();
       std::lock_guard lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1) == 1) done_.notify_one();
     }
   }
 
@@ -91,8 +109,8 @@ class ThreadPool {
   std::mutex job_mutex_, mutex_;
   std::condition_variable wake_, done_;
   bool stop_ = false;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
+  std::atomic<uint64_t> generation_{0};  // written under mutex_, polled without it
+  std::atomic<int> busy_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   std::atomic<int64_t> next_{0};
   int64_t end_ = 0, chunk_ = 1;
