@@ -28,9 +28,7 @@ void Linear::reset_parameters(Generator* gen) {
 Tensor Linear::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: expected input (..., ", in_features_,
               "), got shape ", shape_str(x.shape()));
-  // Until ops/linear.h lands: matmul with the transposed view, then a broadcast add.
-  Tensor y = matmul(x, weight_.t());
-  return bias_.defined() ? add(y, bias_) : y;
+  return linear(x, weight_, bias_);  // the bias is the GEMM's initial output: no pass of its own
 }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }

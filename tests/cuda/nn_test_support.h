@@ -1,6 +1,5 @@
-// Helpers for the CUDA nn kernel tests: move tensors between the host and the cuda device with
-// the runtime's copies (independent of Tensor::to(Device)), and run one DeviceKernel stub on
-// both devices.
+// Helpers for the CUDA nn kernel tests: move tensors between the host and the cuda device, and
+// run one DeviceKernel stub on both devices.
 //
 //   Tensor xd = test::to_cuda(x);                 // contiguous copy on Device::cuda()
 //   Tensor yd = test::empty_cuda({2, 3});         // uninitialised, f32
@@ -19,19 +18,9 @@ inline Tensor empty_cuda(const Shape& shape, DType dtype = DType::f32) {
 }
 
 // A contiguous copy of a CPU tensor on the cuda device; undefined stays undefined.
-inline Tensor to_cuda(const Tensor& t) {
-  if (!t.defined()) return {};
-  const Tensor c = t.contiguous();
-  Tensor d = empty_cuda(c.shape(), c.dtype());
-  if (c.nbytes()) cuda::memcpy(d.raw_data(), c.raw_data(), c.nbytes(), cuda::CopyKind::host_to_device);
-  return d;
-}
+inline Tensor to_cuda(const Tensor& t) { return t.defined() ? t.contiguous().to(Device::cuda()) : Tensor(); }
 
-// A CPU copy of a contiguous cuda tensor.
-inline Tensor to_cpu(const Tensor& d) {
-  Tensor h = Tensor::empty(d.shape(), {.dtype = d.dtype()});
-  if (d.nbytes()) cuda::memcpy(h.raw_data(), d.raw_data(), d.nbytes(), cuda::CopyKind::device_to_host);
-  return h;
-}
+// A CPU copy of a cuda tensor.
+inline Tensor to_cpu(const Tensor& d) { return d.cpu(); }
 
 }  // namespace ember::test
