@@ -56,7 +56,7 @@ Conv2dGeometry conv2d_geometry(const Shape& xs, const Shape& ws, IntPair stride,
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride, IntPair padding, IntPair dilation,
-              int64_t groups) {
+              int64_t groups, Activation act) {
   EMBER_CHECK(x.defined() && w.defined(), "conv2d: expected defined input and weight");
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
@@ -67,15 +67,20 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
                 shape_str({g.out_channels}), ", got ", shape_str(b.shape()));
   }
   Tensor y = Tensor::empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.options());
-  conv2d_forward_kernel(x.device(), g, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), y);
+  conv2d_forward_kernel(x.device(), g, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), act,
+                        y);
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
-    record("conv2d", {x, w, b}, y,
-           [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), xs = x.shape(), ws = w.shape(), stride,
-            padding, dilation, groups, nx, nw, nb](const Tensor& dy) -> TensorList {
-             return {nx ? conv2d_input_grad(dy, sw.get("conv2d"), xs, stride, padding, dilation, groups) : Tensor(),
-                     nw ? conv2d_weight_grad(sx.get("conv2d"), dy, ws, stride, padding, dilation, groups) : Tensor(),
-                     nb ? conv2d_bias_grad(dy) : Tensor()};
+    const bool activated = act != Activation::none;
+    record(activated ? "conv2d_act" : "conv2d", {x, w, b}, y,
+           [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sy = save(activated ? y : Tensor()), act,
+            xs = x.shape(), ws = w.shape(), stride, padding, dilation, groups, nx, nw,
+            nb](const Tensor& dy) -> TensorList {
+             const auto [g, db] =
+                 bias_activation_backward(dy, act == Activation::none ? Tensor() : sy.get("conv2d"), act, 1, nb);
+             return {nx ? conv2d_input_grad(g, sw.get("conv2d"), xs, stride, padding, dilation, groups) : Tensor(),
+                     nw ? conv2d_weight_grad(sx.get("conv2d"), g, ws, stride, padding, dilation, groups) : Tensor(),
+                     db};
            });
   }
   return y;
@@ -114,9 +119,7 @@ Tensor conv2d_bias_grad(const Tensor& dy) {
               dtype_name(dy.dtype()));
   EMBER_CHECK(dy.dim() >= 2, "conv2d_bias_grad: expected a gradient of shape (N, C, ...), got ",
               shape_str(dy.shape()));
-  Tensor db = Tensor::empty({dy.size(1)}, dy.options());
-  conv2d_bias_grad_kernel(dy.device(), dy.contiguous(), db);
-  return db;
+  return bias_activation_backward(dy, Tensor(), Activation::none, 1, true).bias;
 }
 
 }  // namespace ember

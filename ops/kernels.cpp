@@ -42,13 +42,14 @@ DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_los
     "nll_loss_backward", &cpu::nll_loss_backward);
 DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel("dropout",
                                                                                                    &cpu::dropout);
-DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)>
     conv2d_forward_kernel("conv2d", &cpu::conv2d_forward);
 DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
     conv2d_input_grad_kernel("conv2d_input_grad", &cpu::conv2d_input_grad);
 DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
     conv2d_weight_grad_kernel("conv2d_weight_grad", &cpu::conv2d_weight_grad);
-DeviceKernel<void(const Tensor&, const Tensor&)> conv2d_bias_grad_kernel("conv2d_bias_grad", &cpu::conv2d_bias_grad);
+DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    bias_activation_backward_kernel("bias_activation_backward", &cpu::bias_activation_backward);
 DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
     max_pool2d_forward_kernel("max_pool2d", &cpu::max_pool2d_forward);
 DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)>
@@ -61,7 +62,7 @@ DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_ker
                                                                                      &cpu::adaptive_avg_pool2d_forward);
 DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel(
     "adaptive_avg_pool2d_backward", &cpu::adaptive_avg_pool2d_backward);
-DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel(
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)> linear_forward_kernel(
     "linear", &cpu::linear_forward);
 
 DeviceKernel<void(const SgdStep&, const Tensor&, const Tensor&, const Tensor&)> sgd_step_kernel("SGD", &cpu::sgd_step);

@@ -48,17 +48,19 @@ extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&, c
 extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_loss_backward_kernel;
 extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel;
 // Convolution, pooling, linear: contracts in ops/cpu/conv_kernels.h.
-extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)> conv2d_forward_kernel;
+extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)>
+    conv2d_forward_kernel;
 extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_input_grad_kernel;
 extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_weight_grad_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&)> conv2d_bias_grad_kernel;
+extern DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+    bias_activation_backward_kernel;
 extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_forward_kernel;
 extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_backward_kernel;
 extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_forward_kernel;
 extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_backward_kernel;
 extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_kernel;
 extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> linear_forward_kernel;
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)> linear_forward_kernel;
 
 // Optimizer steps: contracts in ops/cpu/kernels.h.
 extern DeviceKernel<void(const SgdStep&, const Tensor&, const Tensor&, const Tensor&)> sgd_step_kernel;

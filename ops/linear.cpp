@@ -11,7 +11,7 @@ using autograd::record;
 using autograd::save;
 using autograd::TensorList;
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Activation act) {
   EMBER_CHECK(x.defined() && w.defined(), "linear: expected defined input and weight");
   EMBER_CHECK(is_floating(x.dtype()), "linear: expected a floating input, got ", dtype_name(x.dtype()));
   check_same_dtype("linear", x, w);
@@ -31,22 +31,23 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const int64_t m = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));  // rows of the GEMM
   Tensor y = Tensor::empty({m, out}, x.options());
   linear_forward_kernel(x.device(), x.contiguous().reshape({m, in}), w.contiguous(),
-                        b.defined() ? b.contiguous() : Tensor(), y);
+                        b.defined() ? b.contiguous() : Tensor(), act, y);
   y = y.view(out_shape);
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
-    record("linear", {x, w, b}, y,
-           [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), m, in, out, xs = x.shape(), nx, nw,
-            nb](const Tensor& dy) -> TensorList {
-             const Tensor g = dy.reshape({m, out});
+    const bool activated = act != Activation::none;
+    record(activated ? "linear_act" : "linear", {x, w, b}, y,
+           [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sy = save(activated ? y : Tensor()), act, m,
+            in, out, xs = x.shape(), nx, nw, nb](const Tensor& dy) -> TensorList {
+             const Tensor y2d = act == Activation::none ? Tensor() : sy.get("linear").reshape({m, out});
+             const auto [g, db] = bias_activation_backward(dy.reshape({m, out}), y2d, act, 1, nb);
              return {nx ? matmul(g, sw.get("linear")).reshape(xs) : Tensor(),
-                     nw ? matmul(g.t(), sx.get("linear").reshape({m, in})) : Tensor(),
-                     nb ? sum(g, {0}) : Tensor()};
+                     nw ? matmul(g.t(), sx.get("linear").reshape({m, in})) : Tensor(), db};
            });
   }
   return y;
 }
 
-Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) { return relu(linear(x, w, b)); }
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b, Activation::relu); }
 
 }  // namespace ember

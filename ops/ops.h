@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/autograd.h"
+#include "ops/activation.h"
 #include "ops/creation.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"

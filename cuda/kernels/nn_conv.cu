@@ -2,7 +2,7 @@
 // layer's forward. One image's column matrix is col (G, patch, L) with patch = Cin/G * kH * kW
 // and L = Ho * Wo; row (c, kh, kw) holds what kernel tap (kh, kw) of channel c reads at every
 // output position. Per (image n, group g), as one batched GEMM (nn_gemm.cu):
-//   forward       y[n, g]    (Cout/G, L)     = w[g] @ col[n, g]              (+ bias)
+//   forward       y[n, g]    (Cout/G, L)     = act(w[g] @ col[n, g] (+ bias))
 //   input grad    dcol[n, g] (patch, L)      = w[g]^T @ dy[n, g],  dx[n] = col2im(dcol[n])
 //   weight grad   dw[g]      (Cout/G, patch) = sum_n dy[n, g] @ col[n, g]^T
 // A 1x1, stride-1, unpadded convolution uses the input (or dx) itself as its column matrix.
@@ -67,17 +67,6 @@ __global__ void col2im_kernel(Conv2dGeometry g, int64_t count, const T* __restri
   }
 }
 
-// dy: (N, C, P) -> db: (C); one block per channel, summed in double.
-template <class T>
-__global__ void channel_sum_kernel(int64_t N, int64_t C, int64_t P, const T* __restrict__ dy, T* __restrict__ db) {
-  __shared__ double scratch[32];
-  const int64_t c = blockIdx.x;
-  double partial = 0;
-  for (int64_t i = threadIdx.x; i < N * P; i += blockDim.x) partial += double(dy[(i / P * C + c) * P + i % P]);
-  const double total = block_reduce(partial, scratch, Sum{});
-  if (threadIdx.x == 0) db[c] = T(total);
-}
-
 template <class T>
 void im2col(const Conv2dGeometry& g, int64_t count, const T* x, T* col, Stream stream) {
   const int64_t total = count * conv2d_column_elements(g);
@@ -99,7 +88,8 @@ int64_t conv2d_column_images(const Conv2dGeometry& g, size_t element_size) {
 void set_conv2d_column_budget(int64_t bytes) { g_column_budget_bytes.store(bytes); }
 
 template <class T>
-void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y, T* columns, Stream stream) {
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, Activation act, T* y, T* columns,
+                    Stream stream) {
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
   const int64_t chunk = g.is_pointwise() ? std::max<int64_t>(g.batch, 1) : conv2d_column_images(g, sizeof(T));
   const int64_t x_image = g.in_channels * g.in_plane(), y_image = g.out_channels * L;
@@ -117,6 +107,7 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b,
     p.ldb = L;
     p.c = y + n0 * y_image, p.ldc = L, p.c_outer = y_image, p.c_inner = M * L;
     p.row_bias = b, p.row_bias_inner = M;
+    p.act = act;
     p.outer_count = count, p.inner_count = G;
     gemm(p, stream);
   }
@@ -173,27 +164,22 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const T* x, const T* dy, T* dw,
 }
 
 template <class T>
-void conv2d_bias_grad(int64_t N, int64_t C, int64_t P, const T* dy, T* db, Stream stream) {
-  if (C == 0) return;
-  launch<channel_sum_kernel<T>>(unsigned(C), kThreads, 0, stream, N, C, P, dy, db);
-}
-
-template <class T>
-void linear_forward(int64_t M, int64_t K, int64_t N, const T* x, const T* w, const T* b, T* y, Stream stream) {
+void linear_forward(int64_t M, int64_t K, int64_t N, const T* x, const T* w, const T* b, Activation act, T* y,
+                    Stream stream) {
   GemmArgs<T> p;
   p.trans_b = true;  // w (N, K) read as its transpose
   p.M = M, p.N = N, p.K = K;
   p.a = x, p.lda = K, p.b = w, p.ldb = K, p.c = y, p.ldc = N;
   p.col_bias = b;
+  p.act = act;
   gemm(p, stream);
 }
 
 #define EMBER_INSTANTIATE_CONV(T)                                                                        \
-  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, Stream); \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, Activation, T*, T*, Stream); \
   template void conv2d_input_grad<T>(const Conv2dGeometry&, const T*, const T*, T*, T*, Stream);        \
   template void conv2d_weight_grad<T>(const Conv2dGeometry&, const T*, const T*, T*, T*, Stream);       \
-  template void conv2d_bias_grad<T>(int64_t, int64_t, int64_t, const T*, T*, Stream);                   \
-  template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, T*, Stream);
+  template void linear_forward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, Activation, T*, Stream);
 EMBER_INSTANTIATE_CONV(float)
 EMBER_INSTANTIATE_CONV(double)
 

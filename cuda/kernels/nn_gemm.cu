@@ -78,7 +78,7 @@ __global__ void gemm_tiled_kernel(GemmArgs<T> p, int64_t z_base) {
       if (p.beta != T(0)) v += p.beta * c[m * p.ldc + n];
       if (row_bias) v += row_bias[m];
       if (p.col_bias) v += p.col_bias[n];
-      c[m * p.ldc + n] = v;
+      c[m * p.ldc + n] = apply_activation(p.act, v);
     }
   }
 }

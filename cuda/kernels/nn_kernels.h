@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/runtime.h"
+#include "ops/activation_rules.h"
 #include "ops/conv_geometry.h"
 
 namespace ember::cuda::nn {
@@ -21,7 +22,7 @@ namespace ember::cuda::nn {
 void register_nn_kernels();
 
 // ---- tiled GEMM (nn_gemm.cu) -----------------------------------------------------------------
-// C (M, N) = alpha * sum_r op(A_r) op(B_r) + beta * C + row_bias[m] + col_bias[n], row-major with
+// C (M, N) = act(alpha * sum_r op(A_r) op(B_r) + beta * C + row_bias[m] + col_bias[n]), row-major with
 // leading dims lda, ldb, ldc; op(X) = X^T when trans. Batched over z = outer * inner_count +
 // inner (Note [Two-level batch] in nn_gemm.cu); r runs over `reduce_count` products whose
 // operands are reduce_a / reduce_b elements apart (summed in registers: deterministic).
@@ -40,6 +41,7 @@ struct GemmArgs {
   const T* row_bias = nullptr;  // (M) per batch item, offset by inner * row_bias_inner
   int64_t row_bias_inner = 0;
   const T* col_bias = nullptr;  // (N)
+  Activation act = Activation::none;  // applied as each output is stored
   int64_t outer_count = 1, inner_count = 1;
   int64_t a_outer = 0, a_inner = 0, b_outer = 0, b_inner = 0, c_outer = 0, c_inner = 0;
   int64_t reduce_count = 1, reduce_a = 0, reduce_b = 0;
@@ -54,19 +56,23 @@ int64_t conv2d_column_elements(const Conv2dGeometry& g);
 int64_t conv2d_column_images(const Conv2dGeometry& g, size_t element_size);
 // The column workspace budget in bytes (default 128 MiB); tests lower it to exercise chunking.
 void set_conv2d_column_budget(int64_t bytes);
-// x (N, Cin, H, W), w (Cout, Cin/G, kH, kW), b (Cout) or null -> y (N, Cout, Ho, Wo).
+// x (N, Cin, H, W), w (Cout, Cin/G, kH, kW), b (Cout) or null -> y (N, Cout, Ho, Wo) = act(conv + b).
 // `columns` holds conv2d_column_images(g) * conv2d_column_elements(g) elements (null if 0).
 template <class T>
-void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y, T* columns, Stream stream);
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, Activation act, T* y, T* columns,
+                    Stream stream);
 // dy (N, Cout, Ho, Wo), w -> dx (N, Cin, H, W).
 template <class T>
 void conv2d_input_grad(const Conv2dGeometry& g, const T* dy, const T* w, T* dx, T* columns, Stream stream);
 // x, dy -> dw (Cout, Cin/G, kH, kW).
 template <class T>
 void conv2d_weight_grad(const Conv2dGeometry& g, const T* x, const T* dy, T* dw, T* columns, Stream stream);
-// dy (N, C, P) -> db (C): the sum over n and p.
+// ---- bias + activation backward (nn_bias_activation.cu) ---------------------------------------------
+// dy, y (outer, C, inner) -> dz = act'(y) * dy (same shape) and db (C) = dz summed over outer and
+// inner (in double). y and dz are null when act is none; db is null when no bias gradient is wanted.
 template <class T>
-void conv2d_bias_grad(int64_t N, int64_t C, int64_t P, const T* dy, T* db, Stream stream);
+void bias_activation_backward(Activation act, int64_t outer, int64_t C, int64_t inner, const T* dy, const T* y,
+                              T* dz, T* db, Stream stream);
 
 // ---- pooling (nn_pool.cu); planes = N * C ---------------------------------------------------------
 template <class T>
@@ -86,9 +92,10 @@ void adaptive_avg_pool2d_backward(int64_t planes, int64_t H, int64_t W, int64_t 
                                   Stream stream);
 
 // ---- linear (nn_conv.cu) ---------------------------------------------------------------------------
-// x (M, K), w (N, K), b (N) or null -> y (M, N) = x w^T + b.
+// x (M, K), w (N, K), b (N) or null -> y (M, N) = act(x w^T + b).
 template <class T>
-void linear_forward(int64_t M, int64_t K, int64_t N, const T* x, const T* w, const T* b, T* y, Stream stream);
+void linear_forward(int64_t M, int64_t K, int64_t N, const T* x, const T* w, const T* b, Activation act, T* y,
+                    Stream stream);
 
 // ---- batch norm (nn_norm.cu); x viewed as (N, C, S) -----------------------------------------------
 template <class T>

@@ -28,10 +28,12 @@ Tensor column_workspace(const Conv2dGeometry& g, const Tensor& like) {
   return images ? device_buffer(like, images * conv2d_column_elements(g), like.dtype()) : Tensor();
 }
 
-void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                         const Tensor& y) {
   dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
     const Tensor columns = column_workspace<T>(g, x);
-    conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(b), y.data<T>(), data_or_null<T>(columns), {});
+    conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(b), act, y.data<T>(), data_or_null<T>(columns),
+                      {});
   });
 }
 
@@ -49,16 +51,18 @@ void conv2d_weight_grad_cuda(const Conv2dGeometry& g, const Tensor& x, const Ten
   });
 }
 
-void conv2d_bias_grad_cuda(const Tensor& dy, const Tensor& db) {
-  dispatch_float(dy.dtype(), "conv2d_bias_grad", [&]<class T>(TypeTag<T>) {
-    const int64_t N = dy.size(0), C = dy.size(1), P = dy.numel() / std::max<int64_t>(1, N * C);
-    conv2d_bias_grad<T>(N, C, P, dy.data<T>(), db.data<T>(), {});
+void bias_activation_backward_cuda(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
+                                   const Tensor& db) {
+  dispatch_float(dy.dtype(), "bias_activation_backward", [&]<class T>(TypeTag<T>) {
+    bias_activation_backward<T>(act, dy.size(0), dy.size(1), dy.size(2), dy.data<T>(), data_or_null<T>(y),
+                                data_or_null<T>(dz), data_or_null<T>(db), {});
   });
 }
 
-void linear_forward_cuda(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void linear_forward_cuda(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y) {
   dispatch_float(x.dtype(), "linear", [&]<class T>(TypeTag<T>) {
-    linear_forward<T>(x.size(0), x.size(1), w.size(0), x.data<T>(), w.data<T>(), data_or_null<T>(b), y.data<T>(), {});
+    linear_forward<T>(x.size(0), x.size(1), w.size(0), x.data<T>(), w.data<T>(), data_or_null<T>(b), act,
+                      y.data<T>(), {});
   });
 }
 
@@ -212,7 +216,7 @@ void register_nn_kernels() {
   conv2d_forward_kernel.set_cuda(&conv2d_forward_cuda);
   conv2d_input_grad_kernel.set_cuda(&conv2d_input_grad_cuda);
   conv2d_weight_grad_kernel.set_cuda(&conv2d_weight_grad_cuda);
-  conv2d_bias_grad_kernel.set_cuda(&conv2d_bias_grad_cuda);
+  bias_activation_backward_kernel.set_cuda(&bias_activation_backward_cuda);
   linear_forward_kernel.set_cuda(&linear_forward_cuda);
   max_pool2d_forward_kernel.set_cuda(&max_pool2d_forward_cuda);
   max_pool2d_backward_kernel.set_cuda(&max_pool2d_backward_cuda);

@@ -175,7 +175,8 @@ struct ColumnChunks {
 };
 
 template <class T>
-void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                   const Tensor& y) {
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
   const T* xp = x.data<T>();
   const T* wp = w.data<T>();
@@ -193,7 +194,7 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
     if (bp)  // the bias is the GEMM's initial C
       for (int64_t m = 0; m < M; ++m) std::fill(out + m * L, out + m * L + width, bp[grp * M + m]);
     const auto [col, ld] = columns(g, xp + n * g.in_channels * g.in_plane(), grp, ws, oh0, oh1);
-    gemm<T>(false, false, M, width, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0), out, L);
+    gemm<T>(false, false, M, width, K, T(1), wp + grp * M * K, K, col, ld, bp ? T(1) : T(0), out, L, act);
   });
 }
 
@@ -264,47 +265,17 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
   }
 }
 
-// Sum of n values in 16 independent lanes, which the compiler turns into vector adds.
-template <class T>
-T row_sum(const T* row, int64_t n) {
-  T lanes[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += row[i + j];
-  T total = 0;
-  for (; i < n; ++i) total += row[i];
-  for (int j = 0; j < 16; ++j) total += lanes[j];
-  return total;
-}
-
-template <class T>
-void bias_grad_typed(const Tensor& dy, const Tensor& db) {
-  const int64_t N = dy.size(0), C = dy.size(1), P = dy.numel() / std::max<int64_t>(1, N * C);
-  const T* dyp = dy.data<T>();
-  T* dbp = db.data<T>();
-  parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, N * P)), [&](int64_t b, int64_t e) {
-    // Each row sums in T in 16 lanes (vectorised); rows add up in double. Images outer, so a task
-    // reads its channels' rows of one image as one contiguous stretch.
-    std::vector<double> acc(size_t(e - b), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = b; c < e; ++c) acc[size_t(c - b)] += double(row_sum(dyp + (n * C + c) * P, P));
-    for (int64_t c = b; c < e; ++c) dbp[c] = T(acc[size_t(c - b)]);
-  });
-}
-
 }  // namespace
 
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
-  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, y); });
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                    const Tensor& y) {
+  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) { input_grad_typed<T>(g, dy, w, dx); });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
-}
-void conv2d_bias_grad(const Tensor& dy, const Tensor& db) {
-  dispatch_float(dy.dtype(), "conv2d_bias_grad", [&]<class T>(TypeTag<T>) { bias_grad_typed<T>(dy, db); });
 }
 
 }  // namespace ember::cpu

@@ -5,19 +5,27 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/activation.h"
 #include "ops/conv_geometry.h"
 
 namespace ember::cpu {
 
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
-// x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo).
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
+// = act(conv + b), activated block by block as the GEMM finishes it.
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                    const Tensor& y);
 // dy (N, Cout, Ho, Wo), w (Cout, Cin/groups, kH, kW) -> dx (N, Cin, H, W).
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 // x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
-// dy (N, C, *spatial) viewed as (N, C, P) -> db (C): db[c] = sum over n, p of dy[n, c, p].
-void conv2d_bias_grad(const Tensor& dy, const Tensor& db);
+
+// ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
+// dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over
+// outer and inner, in one pass. y and dz are undefined when act is none (dz would be dy); db is
+// undefined when no bias gradient is wanted. The sums accumulate in double per channel.
+void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
+                              const Tensor& db);
 
 // ---- pooling (pool.cpp) ---------------------------------------------------------------------
 // x (planes, H, W) -> y (planes, Ho, Wo), indices (planes, Ho, Wo) i64: the flat index h * W + w
@@ -37,8 +45,8 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
 
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
-// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = x w^T + b (the bias is the GEMM's
-// initial C, so adding it costs no extra pass).
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (the bias is the GEMM's
+// initial C and the activation its epilogue, so neither costs a pass of its own).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
 }  // namespace ember::cpu

@@ -1,5 +1,7 @@
 #include "ops/cpu/gemm.h"
 
+#include <type_traits>
+
 #include <Eigen/Core>
 
 #include "core/parallel.h"
@@ -31,15 +33,29 @@ void gemm_rows(int64_t r0, int64_t r1, int64_t N, int64_t K, T alpha, const T* A
   }
 }
 
+// C rows [r0, r1) = act(C) for those rows, while the GEMM has just left them in cache.
+template <class T>
+void activate_rows(Activation act, int64_t r0, int64_t r1, int64_t N, T* C, int64_t ldc) {
+  visit_activation(act, [&](auto fn) {
+    if constexpr (!std::is_same_v<decltype(fn), ActivationFn<Activation::none>>) {
+      for (int64_t r = r0; r < r1; ++r) {
+        T* row = C + r * ldc;
+        for (int64_t j = 0; j < N; ++j) row[j] = fn(row[j]);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    activate_rows(act, 0, M, N, C, ldc);
     return;
   }
   auto rows = [&](int64_t r0, int64_t r1) {
@@ -48,6 +64,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
     else if (!trans_a && trans_b) gemm_rows<T, R, Cm>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else if (trans_a && !trans_b) gemm_rows<T, Cm, R>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else gemm_rows<T, Cm, Cm>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    activate_rows(act, r0, r1, N, C, ldc);
   };
   // Note [GEMM split]: blocks of 64 rows keep Eigen's packed panels efficient; small problems
   // (under ~1 MFLOP) are not worth waking the pool.
@@ -57,9 +74,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-                          int64_t, float, float*, int64_t);
+                          int64_t, float, float*, int64_t, Activation);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
-                           int64_t, double, double*, int64_t);
+                           int64_t, double, double*, int64_t, Activation);
 
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_float(a.dtype(), "matmul", [&]<class T>(TypeTag<T>) {

@@ -1,4 +1,5 @@
-// The linear layer's forward on the CPU: one GEMM whose initial C is the broadcast bias.
+// The linear layer's forward on the CPU: one GEMM whose initial C is the broadcast bias and whose
+// epilogue is the activation.
 #include <algorithm>
 
 #include "core/parallel.h"
@@ -7,7 +8,7 @@
 
 namespace ember::cpu {
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y) {
   dispatch_float(x.dtype(), "linear", [&]<class T>(TypeTag<T>) {
     const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
     T* yp = y.data<T>();
@@ -18,7 +19,8 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Ten
       });
     }
     // y (M, N) = x (M, K) @ w^T, w read as the transpose of the row-major (N, K) weight.
-    gemm<T>(false, true, M, N, K, T(1), x.data<T>(), K, w.data<T>(), K, b.defined() ? T(1) : T(0), yp, N);
+    gemm<T>(false, true, M, N, K, T(1), x.data<T>(), K, w.data<T>(), K, b.defined() ? T(1) : T(0), yp, N,
+            act);
   });
 }
 

@@ -36,3 +36,13 @@ TEST_CASE("cuda gradcheck: a wrong gradient is caught on cuda too") {
   auto broken = [](const TensorList& in) { return mul(in[0], in[0].detach()); };
   CHECK_FALSE(autograd::gradcheck(broken, {on_cuda(add(abs(f64({3})), 0.5))}).ok);
 }
+
+TEST_CASE("cuda gradcheck: linear and conv2d with a fused bias + activation") {
+  // The forward's GEMM epilogue and the one-pass backward (column kernel for linear, channel
+  // kernel for conv2d) on the device.
+  test::require_gradcheck([](const TensorList& in) { return linear(in[0], in[1], in[2], Activation::tanh); },
+                          {on_cuda(f64({3, 4})), on_cuda(f64({5, 4})), on_cuda(f64({5}))});
+  test::require_gradcheck(
+      [](const TensorList& in) { return conv2d(in[0], in[1], in[2], 1, 1, 1, 2, Activation::sigmoid); },
+      {on_cuda(f64({1, 2, 4, 3})), on_cuda(f64({2, 1, 2, 2})), on_cuda(f64({2}))});
+}

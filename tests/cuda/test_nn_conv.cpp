@@ -19,10 +19,26 @@ struct ConvCase {
   IntPair stride, padding, dilation;
   int64_t groups;
   bool bias;
+  Activation act = Activation::none;  // fused into the forward; its backward runs with the bias gradient
 };
 
+// dz and db of the fused bias + activation backward on both devices; y is the activated output.
+void check_bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, bool bias, double rtol,
+                                    double atol) {
+  INFO("bias + " << activation_name(act) << " backward, bias gradient " << bias);
+  const bool activated = act != Activation::none;
+  const Tensor dz = activated ? empty(dy.shape(), {.dtype = dy.dtype()}) : Tensor();
+  const Tensor dzd = activated ? test::empty_cuda(dy.shape(), dy.dtype()) : Tensor();
+  const Tensor db = bias ? empty({dy.size(1)}, {.dtype = dy.dtype()}) : Tensor();
+  const Tensor dbd = bias ? test::empty_cuda({dy.size(1)}, dy.dtype()) : Tensor();
+  bias_activation_backward_kernel(Device::cpu(), act, dy, activated ? y : Tensor(), dz, db);
+  bias_activation_backward_kernel(Device::cuda(), act, to_cuda(dy), activated ? to_cuda(y) : Tensor(), dzd, dbd);
+  if (activated) CHECK_THAT(to_cpu(dzd), all_close(dz, rtol, atol));
+  if (bias) CHECK_THAT(to_cpu(dbd), all_close(db, rtol, atol));
+}
+
 void check_conv(const ConvCase& c, DType dtype, double rtol, double atol) {
-  INFO(c.name << " " << dtype_name(dtype));
+  INFO(c.name << " " << dtype_name(dtype) << " " << activation_name(c.act));
   Generator gen(11);
   const Conv2dGeometry g = conv2d_geometry(c.x, c.w, c.stride, c.padding, c.dilation, c.groups);
   const Tensor x = randn(c.x, {.dtype = dtype}, &gen), w = randn(c.w, {.dtype = dtype}, &gen);
@@ -32,8 +48,8 @@ void check_conv(const ConvCase& c, DType dtype, double rtol, double atol) {
   const Tensor xd = to_cuda(x), wd = to_cuda(w), bd = to_cuda(b), dyd = to_cuda(dy);
 
   Tensor y = empty(y_shape, {.dtype = dtype}), yd = test::empty_cuda(y_shape, dtype);
-  conv2d_forward_kernel(Device::cpu(), g, x, w, b, y);
-  conv2d_forward_kernel(Device::cuda(), g, xd, wd, bd, yd);
+  conv2d_forward_kernel(Device::cpu(), g, x, w, b, c.act, y);
+  conv2d_forward_kernel(Device::cuda(), g, xd, wd, bd, c.act, yd);
   CHECK_THAT(to_cpu(yd), all_close(y, rtol, atol));
 
   Tensor dx = empty(c.x, {.dtype = dtype}), dxd = test::empty_cuda(c.x, dtype);
@@ -46,10 +62,9 @@ void check_conv(const ConvCase& c, DType dtype, double rtol, double atol) {
   conv2d_weight_grad_kernel(Device::cuda(), g, xd, dyd, dwd);
   CHECK_THAT(to_cpu(dwd), all_close(dw, rtol, atol));
 
-  Tensor db = empty({c.w[0]}, {.dtype = dtype}), dbd = test::empty_cuda({c.w[0]}, dtype);
-  conv2d_bias_grad_kernel(Device::cpu(), dy, db);
-  conv2d_bias_grad_kernel(Device::cuda(), dyd, dbd);
-  CHECK_THAT(to_cpu(dbd), all_close(db, rtol, atol));
+  const Shape as_3d{g.batch, g.out_channels, g.out_h * g.out_w};
+  check_bias_activation_backward(c.act, dy.view(as_3d), y.view(as_3d), true, rtol, atol);
+  if (c.act != Activation::none) check_bias_activation_backward(c.act, dy.view(as_3d), y.view(as_3d), false, rtol, atol);
 }
 
 }  // namespace
@@ -57,10 +72,12 @@ void check_conv(const ConvCase& c, DType dtype, double rtol, double atol) {
 TEST_CASE("cuda conv2d forward, input, weight and bias gradients match the CPU") {
   const ConvCase cases[] = {
       {"3x3 padded", {2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 1, 1, true},
+      {"3x3 padded, relu", {2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 1, 1, true, Activation::relu},
       {"stride 2, dilation 2, no bias", {2, 2, 9, 8}, {3, 2, 3, 3}, 2, 2, 2, 1, false},
-      {"groups 2, asymmetric", {1, 4, 7, 6}, {6, 2, 3, 2}, IntPair{2, 1}, IntPair{1, 0}, 1, 2, true},
+      {"groups 2, asymmetric, tanh", {1, 4, 7, 6}, {6, 2, 3, 2}, IntPair{2, 1}, IntPair{1, 0}, 1, 2, true,
+       Activation::tanh},
       {"depthwise", {2, 4, 5, 5}, {4, 1, 3, 3}, 1, 1, 1, 4, true},
-      {"pointwise", {2, 6, 4, 3}, {5, 6, 1, 1}, 1, 0, 1, 1, true},
+      {"pointwise, sigmoid", {2, 6, 4, 3}, {5, 6, 1, 1}, 1, 0, 1, 1, true, Activation::sigmoid},
       {"pointwise grouped", {1, 4, 3, 3}, {4, 2, 1, 1}, 1, 0, 1, 2, false},
       {"strided 1x1", {1, 3, 5, 5}, {2, 3, 1, 1}, 2, 0, 1, 1, true},
   };
@@ -68,8 +85,9 @@ TEST_CASE("cuda conv2d forward, input, weight and bias gradients match the CPU")
 }
 
 TEST_CASE("cuda conv2d in f64 matches the CPU to rounding") {
-  check_conv({"f64 grouped dilated", {2, 4, 6, 6}, {4, 2, 2, 3}, 1, IntPair{1, 2}, IntPair{2, 1}, 2, true}, DType::f64,
-             1e-12, 1e-12);
+  check_conv({"f64 grouped dilated", {2, 4, 6, 6}, {4, 2, 2, 3}, 1, IntPair{1, 2}, IntPair{2, 1}, 2, true,
+              Activation::relu},
+             DType::f64, 1e-12, 1e-12);
 }
 
 TEST_CASE("cuda conv2d split into chunks of images (small column budget) matches the CPU") {
@@ -85,14 +103,21 @@ TEST_CASE("cuda conv2d split into chunks of images (small column budget) matches
   check_conv(c, DType::f32, 1e-4, 1e-5);
 }
 
-TEST_CASE("cuda linear forward matches the CPU, with and without bias") {
+TEST_CASE("cuda linear forward and its bias + activation backward match the CPU") {
+  // 33 output columns: the column kernel of the backward covers them with a full and a partial block.
   Generator gen(3);
   const Tensor x = randn({5, 37}, {}, &gen), w = randn({33, 37}, {}, &gen), b = randn({33}, {}, &gen);
-  for (const Tensor& bias : {b, Tensor()}) {
-    Tensor y = empty({5, 33}), yd = test::empty_cuda({5, 33});
-    linear_forward_kernel(Device::cpu(), x, w, bias, y);
-    linear_forward_kernel(Device::cuda(), to_cuda(x), to_cuda(w), to_cuda(bias), yd);
-    CHECK_THAT(to_cpu(yd), all_close(y, 1e-4, 1e-5));
+  const Tensor dy = randn({5, 33}, {}, &gen);
+  for (Activation act : {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh}) {
+    for (const Tensor& bias : {b, Tensor()}) {
+      INFO(activation_name(act) << (bias.defined() ? " with bias" : " without bias"));
+      Tensor y = empty({5, 33}), yd = test::empty_cuda({5, 33});
+      linear_forward_kernel(Device::cpu(), x, w, bias, act, y);
+      linear_forward_kernel(Device::cuda(), to_cuda(x), to_cuda(w), to_cuda(bias), act, yd);
+      CHECK_THAT(to_cpu(yd), all_close(y, 1e-4, 1e-5));
+      if (act != Activation::none || bias.defined())
+        check_bias_activation_backward(act, dy.view({5, 33, 1}), y.view({5, 33, 1}), bias.defined(), 1e-5, 1e-6);
+    }
   }
 }
 

@@ -1,0 +1,96 @@
+// The backward of `y = act(z + bias)` on the CPU: dz = act'(y) * dy and db = sum of dz over
+// every dim but the bias's, in one pass (Note [Epilogue activations] in ops/activation.h).
+// With act none and no dz this is the convolution's bias gradient.
+//
+// Tensors are (outer, C, inner). Tasks own a range of channels, so they never write the same
+// db entry; each channel's sum accumulates in double.
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/conv_kernels.h"
+#include "ops/cpu/kernels.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kElementsPerTask = 1 << 15;
+
+// Writes dz[i] = act.backward(dy[i], y[i]) (when kWriteDz) for one row of n elements and
+// returns their sum, in 16 independent lanes that the compiler turns into vector adds.
+template <bool kWriteDz, class T, class Act>
+T masked_row_sum(Act act, const T* dy, const T* y, T* dz, int64_t n) {
+  T lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) {
+      T v = dy[i + j];
+      if constexpr (kWriteDz) dz[i + j] = v = act.backward(v, y[i + j]);
+      lanes[j] += v;
+    }
+  }
+  T total = 0;
+  for (; i < n; ++i) {
+    T v = dy[i];
+    if constexpr (kWriteDz) dz[i] = v = act.backward(v, y[i]);
+    total += v;
+  }
+  for (int j = 0; j < 16; ++j) total += lanes[j];
+  return total;
+}
+
+template <bool kWriteDz, class T, class Act>
+void channel_pass(Act act, int64_t outer, int64_t C, int64_t inner, const T* dy, const T* y, T* dz, T* db) {
+  const int64_t per_channel = std::max<int64_t>(1, outer * inner);
+  parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / per_channel), [&](int64_t c0, int64_t c1) {
+    std::vector<double> acc(size_t(c1 - c0), 0.0);
+    // Outer index first: a task reads its channels' rows of one outer index as one stretch.
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t base = (o * C + c0) * inner;
+      if (inner == 1) {  // the linear layer's layout: one element per (row, channel)
+        for (int64_t c = 0; c < c1 - c0; ++c) {
+          T v = dy[base + c];
+          if constexpr (kWriteDz) dz[base + c] = v = act.backward(v, y[base + c]);
+          acc[size_t(c)] += double(v);
+        }
+        continue;
+      }
+      for (int64_t c = 0; c < c1 - c0; ++c) {
+        const int64_t at = base + c * inner;
+        acc[size_t(c)] += double(masked_row_sum<kWriteDz>(act, dy + at, kWriteDz ? y + at : nullptr,
+                                                           kWriteDz ? dz + at : nullptr, inner));
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) db[c] = T(acc[size_t(c - c0)]);
+  });
+}
+
+// Without a bias gradient the pass is elementwise.
+template <class T, class Act>
+void mask_only(Act act, int64_t n, const T* dy, const T* y, T* dz) {
+  parallel_for(0, n, kElementsPerTask, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dz[i] = act.backward(dy[i], y[i]);
+  });
+}
+
+}  // namespace
+
+void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
+                              const Tensor& db) {
+  dispatch_float(dy.dtype(), "bias_activation_backward", [&]<class T>(TypeTag<T>) {
+    const int64_t outer = dy.size(0), C = dy.size(1), inner = dy.size(2);
+    const T* yp = y.defined() ? y.data<T>() : nullptr;
+    T* dzp = dz.defined() ? dz.data<T>() : nullptr;
+    visit_activation(act, [&](auto fn) {
+      if (!db.defined()) {
+        if (dzp) mask_only(fn, dy.numel(), dy.data<T>(), yp, dzp);
+      } else if (dzp) {
+        channel_pass<true>(fn, outer, C, inner, dy.data<T>(), yp, dzp, db.data<T>());
+      } else {
+        channel_pass<false>(fn, outer, C, inner, dy.data<T>(), yp, dzp, db.data<T>());
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

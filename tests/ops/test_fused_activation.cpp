@@ -1,0 +1,143 @@
+// Bias + activation fused into linear and conv2d (Note [Epilogue activations] in
+// ops/activation.h): the fused ops give the unfused composition's values and gradients, pass
+// f64 gradchecks for every activation, and bias_activation_backward reports bad input.
+#include <string>
+
+#include "cnn_fixtures.h"  // require_close
+#include "ember.h"
+#include "support/test_support.h"
+
+using namespace ember;
+using ember::autograd::TensorList;
+using ember::test::require_close;
+
+namespace {
+
+constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh};
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Runs `fused` and `unfused` (the same function of in) forward and backward with one upstream
+// gradient and requires equal outputs and input gradients.
+void require_same_as_unfused(const std::function<Tensor(const TensorList&)>& fused,
+                             const std::function<Tensor(const TensorList&)>& unfused, const TensorList& inputs,
+                             double tol, const std::string& what) {
+  auto leaves = [&] {
+    TensorList out;
+    for (const Tensor& t : inputs) out.push_back(t.defined() ? t.detach().requires_grad_() : Tensor());
+    return out;
+  };
+  TensorList a = leaves(), b = leaves();
+  Tensor ya = fused(a), yb = unfused(b);
+  require_close(ya, yb, tol, tol, what + ": output");
+  Generator gen(4);
+  const Tensor gy = randn(ya.shape(), {.dtype = ya.dtype()}, &gen);
+  sum(mul(ya, gy)).backward();
+  sum(mul(yb, gy)).backward();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].defined()) require_close(a[i].grad(), b[i].grad(), tol, tol, what + ": gradient " + std::to_string(i));
+}
+
+}  // namespace
+
+TEST_CASE("linear with a fused activation equals the activation of linear", "[linear][fused]") {
+  Generator gen(1);
+  const Tensor x = randn({2, 7, 19}, {}, &gen), w = randn({23, 19}, {}, &gen), b = randn({23}, {}, &gen);
+  for (Activation act : kActivations) {
+    for (bool bias : {true, false}) {
+      const std::string what = std::string("linear ") + activation_name(act) + (bias ? " with bias" : "");
+      require_same_as_unfused([&](const TensorList& t) { return linear(t[0], t[1], t[2], act); },
+                              [&](const TensorList& t) { return activate(linear(t[0], t[1], t[2]), act); },
+                              {x, w, bias ? b : Tensor()}, 1e-5, what);
+    }
+  }
+  REQUIRE(linear_relu(x, w, b).to_vector<float>() == relu(linear(x, w, b)).to_vector<float>());
+}
+
+TEST_CASE("conv2d with a fused activation equals the activation of conv2d", "[conv][fused]") {
+  Generator gen(2);
+  const Tensor x = randn({3, 4, 9, 8}, {}, &gen), w = randn({6, 2, 3, 2}, {}, &gen), b = randn({6}, {}, &gen);
+  for (Activation act : kActivations) {
+    for (bool bias : {true, false}) {
+      const std::string what = std::string("conv2d ") + activation_name(act) + (bias ? " with bias" : "");
+      require_same_as_unfused(
+          [&](const TensorList& t) { return conv2d(t[0], t[1], t[2], {2, 1}, {1, 0}, {1, 2}, 2, act); },
+          [&](const TensorList& t) { return activate(conv2d(t[0], t[1], t[2], {2, 1}, {1, 0}, {1, 2}, 2), act); },
+          {x, w, bias ? b : Tensor()}, 1e-5, what);
+    }
+  }
+}
+
+TEST_CASE("fused linear and conv2d gradcheck in f64 for every activation", "[fused][gradcheck]") {
+  Generator gen(3);
+  auto f64 = [&](const Shape& s) { return randn(s, {.dtype = DType::f64}, &gen); };
+  for (Activation act : kActivations) {
+    INFO(activation_name(act));
+    for (const Shape& xs : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
+      auto r = gradcheck([&](const TensorList& t) { return linear(t[0], t[1], t[2], act); },
+                         {f64(xs), f64({5, 4}), f64({5})});
+      INFO("linear " << shape_str(xs) << ": " << r.report);
+      REQUIRE(r.ok);
+    }
+    auto r = gradcheck([&](const TensorList& t) { return linear(t[0], t[1], {}, act); }, {f64({3, 4}), f64({5, 4})});
+    INFO("linear without bias: " << r.report);
+    REQUIRE(r.ok);
+    // Stride 2, padding, groups 2, a non-square kernel; and a depthwise one without bias.
+    r = gradcheck([&](const TensorList& t) { return conv2d(t[0], t[1], t[2], 2, 1, 1, 2, act); },
+                  {f64({2, 4, 5, 6}), f64({4, 2, 3, 2}), f64({4})});
+    INFO("conv2d grouped: " << r.report);
+    REQUIRE(r.ok);
+    r = gradcheck([&](const TensorList& t) { return conv2d(t[0], t[1], {}, 1, 1, 2, 3, act); },
+                  {f64({1, 3, 6, 5}), f64({3, 1, 2, 2})});
+    INFO("conv2d depthwise dilated: " << r.report);
+    REQUIRE(r.ok);
+  }
+}
+
+TEST_CASE("bias_activation_backward: dz and db in one pass, for both bias layouts", "[fused]") {
+  Generator gen(5);
+  const Tensor z = randn({3, 5, 4, 2}, {.dtype = DType::f64}, &gen), dy = randn(z.shape(), {.dtype = DType::f64}, &gen);
+  for (Activation act : kActivations) {
+    INFO(activation_name(act));
+    const Tensor y = activate(z, act);
+    // The bias along dim 1 (a convolution) and along the last dim (a linear layer).
+    for (int64_t dim : {1, 3}) {
+      const auto [dz, db] = bias_activation_backward(dy, y, act, dim, true);
+      Tensor expected_dz = dy;
+      if (act == Activation::relu) expected_dz = relu_backward(dy, y);
+      if (act == Activation::sigmoid) expected_dz = mul(dy, mul(y, neg(sub(y, 1.0))));
+      if (act == Activation::tanh) expected_dz = mul(dy, neg(sub(mul(y, y), 1.0)));
+      require_close(dz, expected_dz, 1e-14, 1e-14, "dz");
+      const Dims others = dim == 1 ? Dims{0, 2, 3} : Dims{0, 1, 2};
+      require_close(db, sum(expected_dz, others), 1e-12, 1e-12, "db along dim " + std::to_string(dim));
+    }
+    const auto [dz, db] = bias_activation_backward(dy, y, act, -1, false);
+    REQUIRE_FALSE(db.defined());
+    REQUIRE(dz.shape() == dy.shape());
+  }
+  // A non-contiguous gradient is read through its strides.
+  const Tensor dyt = randn({4, 3}, {.dtype = DType::f64}, &gen).t();
+  const Tensor yt = relu(randn({3, 4}, {.dtype = DType::f64}, &gen));
+  require_close(bias_activation_backward(dyt, yt, Activation::relu, 1, true).bias, sum(relu_backward(dyt, yt), {0}),
+                1e-12, 1e-12, "transposed db");
+}
+
+TEST_CASE("bias_activation_backward errors name the op and what was given", "[fused][errors]") {
+  CHECK_THAT(error_of([] { bias_activation_backward(randn({2, 3}), randn({3, 2}), Activation::relu, 1, true); }),
+             Catch::Contains("bias_activation_backward") && Catch::Contains("(2, 3)") && Catch::Contains("(3, 2)"));
+  CHECK_THAT(error_of([] { bias_activation_backward(randn({2, 3}), Tensor(), Activation::tanh, 1, true); }),
+             Catch::Contains("activated output") && Catch::Contains("none"));
+  CHECK_THAT(error_of([] { bias_activation_backward(randn({2, 3}), randn({2, 3}), Activation::relu, 2, true); }),
+             Catch::Contains("bias_activation_backward"));
+  CHECK_THAT(error_of([] {
+               bias_activation_backward(randn({2, 3}), randn({2, 3}, {.dtype = DType::f64}), Activation::relu, 1, true);
+             }),
+             Catch::Contains("bias_activation_backward") && Catch::Contains("dtype"));
+}
