@@ -26,9 +26,11 @@ void Conv2d::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
+Tensor Conv2d::forward(const Tensor& x) { return forward_activated(x, Activation::none); }
+
+Tensor Conv2d::forward_activated(const Tensor& x, Activation act) {
   const Conv2dOptions& o = options_;
-  return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups);
+  return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups, act);
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_, stride_, padding_); }

@@ -30,6 +30,8 @@ class Conv2d : public Module {
  public:
   explicit Conv2d(Conv2dOptions options, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
+  bool fuses_activation() const override { return true; }
+  Tensor forward_activated(const Tensor& x, Activation act) override;
   void reset_parameters(Generator* gen = nullptr);
   const Conv2dOptions& options() const { return options_; }
   Tensor& weight() { return weight_; }

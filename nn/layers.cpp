@@ -25,13 +25,13 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward(const Tensor& x) { return forward_activated(x, Activation::none); }
+
+Tensor Linear::forward_activated(const Tensor& x, Activation act) {
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear: expected input (..., ", in_features_,
               "), got shape ", shape_str(x.shape()));
-  return linear(x, weight_, bias_);  // the bias is the GEMM's initial output: no pass of its own
+  return linear(x, weight_, bias_, act);  // bias and activation fused into the GEMM
 }
-
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
 Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim_, end_dim_); }
 

@@ -1,4 +1,4 @@
-// Basic layers: Linear, ReLU, Flatten, Identity.
+// Basic layers: Linear, the activations ReLU, Sigmoid and Tanh, Flatten, Identity.
 //
 //   auto fc = std::make_shared<Linear>(784, 10);   // weight (10, 784), bias (10)
 //   Tensor y = (*fc)(x);                            // x (N, 784) -> y (N, 10)
@@ -17,6 +17,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
+  bool fuses_activation() const override { return true; }
+  Tensor forward_activated(const Tensor& x, Activation act) override;
   void reset_parameters(Generator* gen = nullptr);
 
   int64_t in_features() const { return in_features_; }
@@ -29,10 +31,28 @@ class Linear : public Module {
   Tensor weight_, bias_;
 };
 
-class ReLU : public Module {
+// A module that is one activation; Sequential fuses it into a Linear or Conv2d before it.
+class ActivationModule : public Module {
  public:
-  ReLU() : Module("ReLU") {}
-  Tensor forward(const Tensor& x) override;
+  ActivationModule(std::string type_name, Activation act) : Module(std::move(type_name)), act_(act) {}
+  Tensor forward(const Tensor& x) override { return activate(x, act_); }
+  std::optional<Activation> as_activation() const override { return act_; }
+
+ private:
+  Activation act_;
+};
+
+class ReLU : public ActivationModule {
+ public:
+  ReLU() : ActivationModule("ReLU", Activation::relu) {}
+};
+class Sigmoid : public ActivationModule {
+ public:
+  Sigmoid() : ActivationModule("Sigmoid", Activation::sigmoid) {}
+};
+class Tanh : public ActivationModule {
+ public:
+  Tanh() : ActivationModule("Tanh", Activation::tanh) {}
 };
 
 // Merges dims start_dim..end_dim into one (default: everything after the batch dim).

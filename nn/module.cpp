@@ -30,6 +30,12 @@ Tensor Module::operator()(const Tensor& x) {
   return y;
 }
 
+Tensor Module::call_activated(const Tensor& x, Module& activation_module, Activation act) {
+  Tensor y = forward_activated(x, act);
+  if (summary_recorder) (*summary_recorder)[this] = (*summary_recorder)[&activation_module] = y.shape();
+  return y;
+}
+
 void Module::check_new_name(const std::string& name) const {
   EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
               ": a parameter, buffer or submodule name must be non-empty and contain no '.', got '", name, "'");

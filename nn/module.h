@@ -14,15 +14,24 @@
 // here replaces a parameter's handle: to(Device) swaps the storage inside the existing
 // TensorImpl and load_state_dict copies values into it. An optimizer built before either
 // call keeps updating the right tensors.
+//
+// Note [Fused activations]: a layer that can apply an activation in its own epilogue (Linear,
+// Conv2d: see ops/activation.h) says so with fuses_activation(), and a module that is nothing
+// but an activation (ReLU, Sigmoid, Tanh) names it with as_activation(). A container that runs
+// such a pair in sequence calls the layer's forward_activated() once instead of both modules.
+// The modules, their names, parameters and checkpoints stay as the user wrote them; only the
+// kernels that run change (and Sequential can turn it off).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "nn/state_dict.h"
+#include "ops/activation.h"
 
 namespace ember {
 
@@ -36,6 +45,15 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // Runs forward; containers call their children through this so that summary() sees them.
   Tensor operator()(const Tensor& x);
+
+  // ---- activation fusion (Note [Fused activations]) --------------------------------------------
+  virtual bool fuses_activation() const { return false; }
+  virtual std::optional<Activation> as_activation() const { return std::nullopt; }
+  // forward(x) followed by `act`; layers that fuse override it to do both in one kernel.
+  virtual Tensor forward_activated(const Tensor& x, Activation act) { return activate(forward(x), act); }
+  // Runs forward_activated on behalf of this module and `activation_module` (which summary()
+  // then shows with the same output shape), like operator() does for one module.
+  Tensor call_activated(const Tensor& x, Module& activation_module, Activation act);
 
   // "Linear", "Sequential", ...: the class name shown by summary().
   const std::string& type_name() const { return type_name_; }

@@ -15,7 +15,19 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, child] : named_children()) y = (*child)(y);
+  const auto& children = named_children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    Module& child = *children[i].second;
+    if (fuse_activations_ && i + 1 < children.size() && child.fuses_activation()) {
+      Module& next = *children[i + 1].second;
+      if (const std::optional<Activation> act = next.as_activation()) {
+        y = child.call_activated(y, next, *act);
+        ++i;
+        continue;
+      }
+    }
+    y = child(y);
+  }
   return y;
 }
 

@@ -1,4 +1,7 @@
 // Sequential: children applied in order, named "0", "1", ...
+// A layer followed by an activation module it can fuse (Linear or Conv2d, then ReLU, Sigmoid or
+// Tanh) runs as one fused op (Note [Fused activations] in nn/module.h);
+// set_fuse_activations(false) runs every module on its own, for comparisons and teaching.
 //
 //   auto net = std::make_shared<Sequential>();
 //   net->push_back(std::make_shared<Linear>(4, 8));
@@ -22,6 +25,8 @@ class Sequential : public Module {
 
   Sequential& push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
+  void set_fuse_activations(bool on) { fuse_activations_ = on; }
+  bool fuse_activations() const { return fuse_activations_; }
 
   size_t size() const { return named_children().size(); }
   Module& operator[](size_t index) const;
@@ -34,6 +39,9 @@ class Sequential : public Module {
                 ", not the requested type");
     return *m;
   }
+
+ private:
+  bool fuse_activations_ = true;
 };
 
 }  // namespace ember

@@ -1,0 +1,74 @@
+// Sequential runs a Linear or Conv2d followed by ReLU / Sigmoid / Tanh as one fused op (Note
+// [Fused activations] in nn/module.h): same values and gradients as running the modules one by
+// one, the same parameters and summary, and the fused op really is the one recorded.
+#include <catch2/catch.hpp>
+
+#include "autograd/autograd.h"
+#include "nn/nn.h"
+#include "ops/ops.h"
+#include "support/test_support.h"
+
+using namespace ember;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* recorded_op(const Tensor& y) { return y.autograd_meta()->grad_fn->name; }
+
+// Output and parameter gradients of `net` on x, with fusion on or off.
+std::pair<Tensor, std::vector<Tensor>> run(Sequential& net, const Tensor& x, bool fuse) {
+  net.set_fuse_activations(fuse);
+  net.zero_grad();
+  Tensor y = net(x);
+  sum(mul(y, y)).backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& p : net.parameters()) grads.push_back(p.grad());
+  return {y.detach(), grads};
+}
+
+}  // namespace
+
+TEST_CASE("sequential fusion: the MNIST CNN gives the unfused values and gradients") {
+  Generator gen(7);
+  auto net = mnist_cnn(&gen);
+  const Tensor x = randn({3, 1, 28, 28}, {}, &gen);
+  const auto [y_fused, g_fused] = run(*net, x, true);
+  const auto [y_plain, g_plain] = run(*net, x, false);
+  CHECK_THAT(y_fused, test::all_close(y_plain, 1e-5, 1e-6));
+  REQUIRE(g_fused.size() == g_plain.size());
+  for (size_t i = 0; i < g_fused.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK_THAT(g_fused[i], test::all_close(g_plain[i], 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("sequential fusion: every fusable pair runs as one op, the rest module by module") {
+  auto net = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(4, 5), std::make_shared<Tanh>(), std::make_shared<Linear>(5, 3),
+      std::make_shared<Sigmoid>()});
+  const Tensor x = randn({2, 4});
+  Tensor y = (*net)(x);
+  CHECK(std::string(recorded_op(y)) == "linear_act");
+  CHECK_THAT(y, test::all_close(sigmoid(linear(tanh(linear(x, net->at<Linear>(0).weight(), net->at<Linear>(0).bias())),
+                                               net->at<Linear>(2).weight(), net->at<Linear>(2).bias())),
+                                1e-6, 1e-6));
+  net->set_fuse_activations(false);
+  CHECK(std::string(recorded_op((*net)(x))) == "sigmoid");
+
+  // An activation after a layer that cannot fuse runs on its own.
+  Sequential pooled({std::make_shared<Flatten>(), std::make_shared<ReLU>()});
+  const Tensor images = randn({2, 1, 2, 2}).requires_grad_();
+  Tensor z = pooled(images);
+  CHECK(std::string(recorded_op(z)) == "relu");
+  CHECK(z.shape() == Shape{2, 4});
+}
+
+TEST_CASE("sequential fusion: summary still lists the activation modules with their shapes") {
+  auto net = mnist_cnn();
+  const std::string table = net->summary({2, 1, 28, 28});
+  CHECK_THAT(table, Contains("ReLU"));
+  CHECK_THAT(table, Contains("(2, 16, 28, 28)"));
+  CHECK_THAT(table, Contains("(2, 128)"));
+  // Names and parameters are the modules', so checkpoints do not change with fusion.
+  CHECK(net->named_parameters().front().first == "0.weight");
+}
