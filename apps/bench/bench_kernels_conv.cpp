@@ -30,6 +30,8 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
     Tensor dy = randn({s.n, s.cout, s.hw, s.hw});
     add("conv2d_forward_n2_c4to8_64x64_k3p1", [&] { conv2d(x, w, b, 1, 1); });
     add("conv2d_input_grad_n2_c4to8_64x64_k3p1", [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); });
+    // Bias + ReLU fused into the forward's GEMM epilogue (ops/activation.h); PyTorch: relu after conv2d.
+    add("conv2d_relu_forward_n2_c4to8_64x64_k3p1", [&] { conv2d(x, w, b, 1, 1, 1, 1, Activation::relu); });
   }
   for (const ConvShape& s : {ConvShape{2, 4, 8, 32}, ConvShape{8, 32, 64, 128}}) {
     Tensor x = randn({s.n, s.cin, s.hw, s.hw}), dy = randn({s.n, s.cout, s.hw, s.hw});
@@ -41,6 +43,10 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
   {
     Tensor dy = randn({32, 128, 64, 64});
     add("conv2d_bias_grad_n32_c128_64x64", [&] { conv2d_bias_grad(dy); });
+    // The fused backward of bias + ReLU: one pass masks dy and sums the bias gradient
+    // (PyTorch: threshold_backward, then the sum).
+    Tensor y = relu(randn(dy.shape()));
+    add("bias_relu_backward_n32_c128_64x64", [&] { bias_activation_backward(dy, y, Activation::relu, 1, true); });
   }
   {
     Tensor x = randn({8, 64, 128, 128});

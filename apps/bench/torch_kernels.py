@@ -45,12 +45,16 @@ def rows():
     dy = torch.randn(2, 8, 64, 64)
     out.append(("conv2d_forward_n2_c4to8_64x64_k3p1", lambda: F.conv2d(x, w, b, 1, 1)))
     out.append(("conv2d_input_grad_n2_c4to8_64x64_k3p1", lambda: conv_backward(dy, x, w, [True, False, False])))
+    out.append(("conv2d_relu_forward_n2_c4to8_64x64_k3p1", lambda: F.relu(F.conv2d(x, w, b, 1, 1))))
     for n, cin, cout, hw in [(2, 4, 8, 32), (8, 32, 64, 128)]:
         xs, ws, dys = torch.randn(n, cin, hw, hw), torch.randn(cout, cin, 3, 3), torch.randn(n, cout, hw, hw)
         out.append((f"conv2d_weight_grad_n{n}_c{cin}to{cout}_{hw}x{hw}_k3p1",
                     lambda xs=xs, ws=ws, dys=dys: conv_backward(dys, xs, ws, [False, True, False])))
     dyb = torch.randn(32, 128, 64, 64)
     out.append(("conv2d_bias_grad_n32_c128_64x64", lambda: dyb.sum((0, 2, 3))))
+    yb = F.relu(torch.randn_like(dyb))
+    out.append(("bias_relu_backward_n32_c128_64x64",
+                lambda: torch.ops.aten.threshold_backward(dyb, yb, 0).sum((0, 2, 3))))
     xp = torch.randn(8, 64, 128, 128)
     yp, indices = F.max_pool2d(xp, 2, return_indices=True)
     dyp = torch.randn_like(yp)
