@@ -13,7 +13,9 @@
 namespace ember::bench {
 
 struct TimingOptions {
-  int warmup = 2;  // untimed calls before the first block
+  int warmup = 2;          // untimed calls before the first block ...
+  double warmup_ms = 50;   // ... and at least this long: the first row of a run otherwise pays for
+                           // first touches and clock ramp-up (it measured up to 1.7x slow)
   int blocks = 7;  // timed blocks; the median block is reported
   int iters = 0;   // calls per block; 0: enough for about 20 ms per block
   // Waits for queued device work (cuda::synchronize for GPU timings); called after the warm-up
@@ -25,8 +27,14 @@ struct TimingOptions {
 inline double median_ms(const std::function<void()>& fn, TimingOptions opt = {}) {
   using clock = std::chrono::steady_clock;
   auto sync = [&] { if (opt.sync) opt.sync(); };
+  const auto warm_start = clock::now();
+  auto warm_ms = [&] { return std::chrono::duration<double, std::milli>(clock::now() - warm_start).count(); };
   for (int i = 0; i < opt.warmup; ++i) fn();
   sync();
+  while (warm_ms() < opt.warmup_ms) {
+    fn();
+    sync();
+  }
   int iters = opt.iters;
   if (iters <= 0) {  // calibrate on one call
     const auto t0 = clock::now();

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 apps/bench/torch_kernels.py --threads 2 [--device cuda]
 
-Same shapes, same method: one warm-up call sizes blocks of about 50 ms; the median of 7
+Same shapes, same method: 50 ms of warm-up calls, then one call sizes blocks of about 50 ms; the median of 7
 blocks is reported in milliseconds per call. The backward rows call the ATen kernels that
 autograd calls (convolution_backward with one output selected, max_pool2d_with_indices_backward).
 """
@@ -14,12 +14,24 @@ import torch
 import torch.nn.functional as F
 
 BLOCKS, BLOCK_SECONDS = 7, 0.05
+WARMUP_SECONDS = 0.05
 
 
 SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
 
 
+def warm_up(fn, seconds=WARMUP_SECONDS):
+    """At least one call and WARMUP_SECONDS of calls, as ember's bench::median_ms does."""
+    start = time.perf_counter()
+    fn()
+    SYNC()
+    while time.perf_counter() - start < seconds:
+        fn()
+        SYNC()
+
+
 def median_ms(fn):
+    warm_up(fn)
     start = time.perf_counter()
     fn()
     SYNC()

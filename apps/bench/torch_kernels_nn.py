@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's side of `ember bench kernels-nn`: the rows of apps/bench_kernels_nn.cpp, timed
-the same way (one warm-up call, calls per block filling ~20 ms, median of 7 blocks), printed
+the same way (50 ms of warm-up calls, calls per block filling ~20 ms, median of 7 blocks), printed
 as `name ms` lines.
 
     /usr/bin/python3 apps/bench/torch_kernels_nn.py [--threads N] [--device cuda]   # Debian's python3-torch
@@ -15,12 +15,22 @@ import torch
 import torch.nn.functional as F
 
 BLOCKS, BLOCK_SECONDS = 7, 0.02
+WARMUP_SECONDS = 0.05
 SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
 
 
-def median_ms(fn):
+def warm_up(fn, seconds=WARMUP_SECONDS):
+    """At least one call and WARMUP_SECONDS of calls, as ember's bench::median_ms does."""
+    start = time.perf_counter()
     fn()
     SYNC()
+    while time.perf_counter() - start < seconds:
+        fn()
+        SYNC()
+
+
+def median_ms(fn):
+    warm_up(fn)
     start = time.perf_counter()
     fn()
     SYNC()
