@@ -94,6 +94,18 @@ const Tensor& SavedTensor::get(const char* op) const {
   return tensor_;
 }
 
+Tensor SavedTensor::take(const char* op) {
+  Tensor t = get(op);
+  if (!retaining_graph()) tensor_ = Tensor();
+  return t;
+}
+
+namespace {
+thread_local bool g_retaining_graph = false;
+}
+
+bool retaining_graph() { return g_retaining_graph; }
+
 void check_inplace(const Tensor& t, const char* op) {
   EMBER_CHECK(!needs_grad(t), op, ": in-place write to a tensor that requires grad; "
               "do it under NoGradGuard or on a detach()ed tensor");
@@ -116,6 +128,11 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
               " but the output has dtype ", dtype_name(root.dtype()));
 
   NoGradGuard no_grad;
+  struct RetainFlag {  // restores the enclosing pass's flag (a backward inside a backward closure)
+    bool saved = g_retaining_graph;
+    ~RetainFlag() { g_retaining_graph = saved; }
+  } restore_flag;
+  g_retaining_graph = retain_graph;
   if (!meta->grad_fn) {
     accumulate_into_leaf(*meta, seed);
     return;
@@ -137,7 +154,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     EMBER_CHECK(node->backward, "backward: the graph through '", node->name,
                 "' was already freed by an earlier backward(); pass retain_graph=true to the "
                 "first backward() to run backward twice");
-    TensorList grads = node->backward(grad_out);
+    TensorList grads = node->backward(std::move(grad_out));  // the closure may free it early
     if (!retain_graph) node->backward = nullptr;
     EMBER_CHECK(grads.size() == node->inputs.size(), "backward of '", node->name, "' returned ",
                 grads.size(), " gradients for ", node->inputs.size(), " inputs");

@@ -29,8 +29,10 @@ namespace ember::autograd {
 
 using TensorList = std::vector<Tensor>;
 // Receives the gradient of the node's output; returns one gradient per recorded input, in
-// order (an undefined Tensor where an input gets none).
-using BackwardFn = std::function<TensorList(const Tensor& grad_output)>;
+// order (an undefined Tensor where an input gets none). The gradient is handed over: a closure
+// that takes it by value (`[..](Tensor g)`) may drop it as soon as it is consumed, so that it
+// is not live next to the input gradients (most closures take `const Tensor&`, which works too).
+using BackwardFn = std::function<TensorList(Tensor grad_output)>;
 
 struct Node;
 
@@ -96,6 +98,11 @@ class SavedTensor {
   explicit SavedTensor(const Tensor& t) : tensor_(t.defined() ? t.detach() : Tensor()),
                                           version_(t.defined() ? t.version() : 0) {}
   const Tensor& get(const char* op) const;
+  // get(), handed over: unless the running backward retains the graph, the saved reference is
+  // dropped, so the tensor can be freed as soon as the caller's copy is (a closure that calls
+  // this is `mutable`). For fused backwards whose saved output is consumed first and would
+  // otherwise stay live through their heaviest work.
+  Tensor take(const char* op);
 
  private:
   Tensor tensor_;
@@ -105,6 +112,8 @@ inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
 
 // Runs the backward pass from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+// True while this thread runs a backward pass with retain_graph (saved tensors must survive it).
+bool retaining_graph();
 
 // Refuses an in-place write to a tensor that autograd tracks (op names the write).
 void check_inplace(const Tensor& t, const char* op);

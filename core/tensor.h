@@ -82,6 +82,9 @@ class Tensor {
 
   Storage& storage() const { return *impl().storage; }
   bool shares_storage(const Tensor& other) const { return impl().storage == other.impl().storage; }
+  // True when this handle is the only one to its tensor and no other tensor (view, detached
+  // copy, saved tensor) shares the storage: an in-place write is then unobservable.
+  bool is_exclusive() const { return impl_.use_count() == 1 && impl().storage.use_count() == 1; }
   uint32_t version() const { return storage().version.load(std::memory_order_relaxed); }
   void bump_version() const { storage().version.fetch_add(1, std::memory_order_relaxed); }
 

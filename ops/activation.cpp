@@ -25,7 +25,7 @@ Tensor activate(const Tensor& x, Activation act) {
   return x;
 }
 
-BiasActivationGrad bias_activation_backward(const Tensor& dy, const Tensor& y, Activation act, int64_t channel_dim,
+BiasActivationGrad bias_activation_backward(Tensor dy, const Tensor& y, Activation act, int64_t channel_dim,
                                             bool bias_grad) {
   const char* op = "bias_activation_backward";
   EMBER_CHECK(dy.defined(), op, ": expected a defined gradient");
@@ -44,10 +44,11 @@ BiasActivationGrad bias_activation_backward(const Tensor& dy, const Tensor& y, A
   const int64_t outer = numel_of(Shape(s.begin(), s.begin() + cd));
   const int64_t inner = numel_of(Shape(s.begin() + cd + 1, s.end()));
   const Shape as_3d{outer, s[size_t(cd)], inner};
-  BiasActivationGrad grads;
-  grads.input = act == Activation::none ? dy : Tensor::empty(s, dy.options());
-  if (bias_grad) grads.bias = Tensor::empty({s[size_t(cd)]}, dy.options());
   const bool activated = act != Activation::none;
+  const bool donated = activated && dy.is_contiguous() && dy.is_exclusive();  // Note [Donated gradients]
+  BiasActivationGrad grads;
+  grads.input = !activated || donated ? dy : Tensor::empty(s, dy.options());
+  if (bias_grad) grads.bias = Tensor::empty({s[size_t(cd)]}, dy.options());
   bias_activation_backward_kernel(dy.device(), act, dy.contiguous().view(as_3d),
                                   activated ? y.contiguous().view(as_3d) : Tensor(),
                                   activated ? grads.input.view(as_3d) : Tensor(), grads.bias);

@@ -27,11 +27,15 @@ Tensor activate(const Tensor& x, Activation act);
 // The gradients behind `y = act(z + bias)` with z from a GEMM: dz = act'(z) * dy, computed from
 // y, and db = dy summed over every dim but `channel_dim` (the bias's dim: the last for linear,
 // 1 for conv2d) when `bias_grad`. One pass over dy and y. dy and y have one shape.
+// Note [Donated gradients]: dy is taken by value; when the caller moves in the only reference
+// to a contiguous gradient (Tensor::is_exclusive), dz is written into dy's own buffer, so the
+// backward of a fused layer needs no activation-sized buffer more than the unfused one did
+// (the fused ops also take their saved output with SavedTensor::take, for the same reason).
 struct BiasActivationGrad {
   Tensor input;  // dz, the shape of dy (dy itself when act is none)
   Tensor bias;   // db (C) or undefined
 };
-BiasActivationGrad bias_activation_backward(const Tensor& dy, const Tensor& y, Activation act, int64_t channel_dim,
+BiasActivationGrad bias_activation_backward(Tensor dy, const Tensor& y, Activation act, int64_t channel_dim,
                                             bool bias_grad);
 
 }  // namespace ember

@@ -75,9 +75,12 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
     record(activated ? "conv2d_act" : "conv2d", {x, w, b}, y,
            [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sy = save(activated ? y : Tensor()), act,
             xs = x.shape(), ws = w.shape(), stride, padding, dilation, groups, nx, nw,
-            nb](const Tensor& dy) -> TensorList {
-             const auto [g, db] =
-                 bias_activation_backward(dy, act == Activation::none ? Tensor() : sy.get("conv2d"), act, 1, nb);
+            nb](Tensor dy) mutable -> TensorList {
+             // dy is handed over, so dz may reuse its buffer, and the saved output is taken, so
+             // neither stays live through the GEMMs below (Note [Donated gradients]).
+             Tensor y = act == Activation::none ? Tensor() : sy.take("conv2d");
+             const auto [g, db] = bias_activation_backward(std::move(dy), y, act, 1, nb);
+             y = Tensor();
              return {nx ? conv2d_input_grad(g, sw.get("conv2d"), xs, stride, padding, dilation, groups) : Tensor(),
                      nw ? conv2d_weight_grad(sx.get("conv2d"), g, ws, stride, padding, dilation, groups) : Tensor(),
                      db};

@@ -38,9 +38,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Activation act)
     const bool activated = act != Activation::none;
     record(activated ? "linear_act" : "linear", {x, w, b}, y,
            [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sy = save(activated ? y : Tensor()), act, m,
-            in, out, xs = x.shape(), nx, nw, nb](const Tensor& dy) -> TensorList {
-             const Tensor y2d = act == Activation::none ? Tensor() : sy.get("linear").reshape({m, out});
-             const auto [g, db] = bias_activation_backward(dy.reshape({m, out}), y2d, act, 1, nb);
+            in, out, xs = x.shape(), nx, nw, nb](Tensor dy) mutable -> TensorList {
+             // dy is handed over (dy2d its only handle), so dz may reuse its buffer, and the saved
+             // output is taken: neither stays live through the GEMMs (Note [Donated gradients]).
+             Tensor y2d = act == Activation::none ? Tensor() : sy.take("linear").reshape({m, out});
+             Tensor dy2d = dy.reshape({m, out});
+             dy = Tensor();
+             const auto [g, db] = bias_activation_backward(std::move(dy2d), y2d, act, 1, nb);
+             y2d = Tensor();
              return {nx ? matmul(g, sw.get("linear")).reshape(xs) : Tensor(),
                      nw ? matmul(g.t(), sx.get("linear").reshape({m, in})) : Tensor(), db};
            });

@@ -21,10 +21,12 @@ using kernels::Sum;
 constexpr unsigned kThreads = 256;
 constexpr unsigned kColumns = 32, kRowLanes = 8;  // the column kernel's block
 
+// dz may alias dy (no __restrict__ on either): every element is read before it is written.
+//
 // dy, y, dz (outer, C, inner) -> db (C); grid (C), block kThreads. dz (and y) null: sum only.
 template <class T, class Act>
-__global__ void channel_kernel(Act act, int64_t outer, int64_t C, int64_t inner, const T* __restrict__ dy,
-                               const T* __restrict__ y, T* __restrict__ dz, T* __restrict__ db) {
+__global__ void channel_kernel(Act act, int64_t outer, int64_t C, int64_t inner, const T* dy,
+                               const T* __restrict__ y, T* dz, T* __restrict__ db) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x;
   double partial = 0;
@@ -40,8 +42,8 @@ __global__ void channel_kernel(Act act, int64_t outer, int64_t C, int64_t inner,
 
 // dy, y, dz (outer, C) -> db (C); grid (ceil(C / 32)), block (32, 8) (Note [Two bias layouts]).
 template <class T, class Act>
-__global__ void column_kernel(Act act, int64_t outer, int64_t C, const T* __restrict__ dy, const T* __restrict__ y,
-                              T* __restrict__ dz, T* __restrict__ db) {
+__global__ void column_kernel(Act act, int64_t outer, int64_t C, const T* dy, const T* __restrict__ y,
+                              T* dz, T* __restrict__ db) {
   __shared__ double partials[kRowLanes][kColumns + 1];
   const int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
   double partial = 0;
@@ -64,8 +66,8 @@ __global__ void column_kernel(Act act, int64_t outer, int64_t C, const T* __rest
 
 // dz = act'(y) * dy elementwise, when no bias gradient is wanted.
 template <class T, class Act>
-__global__ void mask_kernel(Act act, int64_t n, const T* __restrict__ dy, const T* __restrict__ y,
-                            T* __restrict__ dz) {
+__global__ void mask_kernel(Act act, int64_t n, const T* dy, const T* __restrict__ y,
+                            T* dz) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
     dz[i] = act.backward(dy[i], y[i]);
 }

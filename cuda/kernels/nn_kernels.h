@@ -70,6 +70,7 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const T* x, const T* dy, T* dw,
 // ---- bias + activation backward (nn_bias_activation.cu) ---------------------------------------------
 // dy, y (outer, C, inner) -> dz = act'(y) * dy (same shape) and db (C) = dz summed over outer and
 // inner (in double). y and dz are null when act is none; db is null when no bias gradient is wanted.
+// dz may be dy itself.
 template <class T>
 void bias_activation_backward(Activation act, int64_t outer, int64_t C, int64_t inner, const T* dy, const T* y,
                               T* dz, T* db, Stream stream);

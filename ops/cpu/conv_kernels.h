@@ -23,7 +23,8 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
 // ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
 // dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over
 // outer and inner, in one pass. y and dz are undefined when act is none (dz would be dy); db is
-// undefined when no bias gradient is wanted. The sums accumulate in double per channel.
+// undefined when no bias gradient is wanted. dz may be dy itself (each element is read before it
+// is written). The sums accumulate in double per channel.
 void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
                               const Tensor& db);
 

@@ -72,3 +72,24 @@ TEST_CASE("sequential fusion: summary still lists the activation modules with th
   // Names and parameters are the modules', so checkpoints do not change with fusion.
   CHECK(net->named_parameters().front().first == "0.weight");
 }
+
+TEST_CASE("sequential fusion: a training step needs no more memory than the unfused one") {
+  // Deterministic sizes, not timings: the peak of the caching allocator over forward + backward.
+  // The fused backward reuses the incoming gradient's buffer and drops its saved output before
+  // its GEMMs (Note [Donated gradients] in ops/activation.h).
+  Allocator& memory = allocator_for(Device::cpu());
+  auto peak_of_step = [&](bool fuse) {
+    Generator gen(9);
+    auto net = mnist_cnn(&gen);
+    net->set_fuse_activations(fuse);
+    const Tensor x = randn({64, 1, 28, 28}, {}, &gen);
+    const Tensor target = randint(0, 10, {64}, {.dtype = DType::i64}, &gen);
+    memory.reset_peak_stats();
+    const int64_t before = memory.stats().allocated_bytes;
+    cross_entropy((*net)(x), target).backward();
+    return memory.stats().peak_allocated_bytes - before;
+  };
+  const int64_t unfused = peak_of_step(false), fused = peak_of_step(true);
+  INFO("fused peak " << fused << " B, unfused peak " << unfused << " B");
+  CHECK(fused <= unfused);
+}

@@ -141,3 +141,38 @@ TEST_CASE("bias_activation_backward errors name the op and what was given", "[fu
              }),
              Catch::Contains("bias_activation_backward") && Catch::Contains("dtype"));
 }
+
+TEST_CASE("bias_activation_backward writes dz into a donated gradient, never into a shared one", "[fused]") {
+  const Tensor y = relu(randn({4, 6}));
+  Tensor shared = randn({4, 6});
+  const std::vector<float> before = shared.to_vector<float>();
+  // The caller keeps `shared`: dz gets a buffer of its own and dy is left as it was.
+  const BiasActivationGrad kept = bias_activation_backward(shared, y, Activation::relu, 1, true);
+  CHECK_FALSE(kept.input.shares_storage(shared));
+  CHECK(shared.to_vector<float>() == before);
+  // Handed over (the only reference, contiguous): dz reuses dy's buffer, with the same values.
+  Tensor donated = shared.clone();
+  const void* buffer = donated.raw_data();
+  REQUIRE(donated.is_exclusive());
+  const BiasActivationGrad reused = bias_activation_backward(std::move(donated), y, Activation::relu, 1, true);
+  CHECK(reused.input.raw_data() == buffer);
+  CHECK(reused.input.to_vector<float>() == kept.input.to_vector<float>());
+  CHECK(reused.bias.to_vector<float>() == kept.bias.to_vector<float>());
+  // A view is never exclusive: its base shares the storage.
+  CHECK_FALSE(shared.t().is_exclusive());
+}
+
+TEST_CASE("fused ops backpropagate twice with retain_graph (the saved output is kept)", "[fused]") {
+  Tensor x = randn({2, 3, 5, 5}).requires_grad_();
+  Tensor w = randn({4, 3, 3, 3}).requires_grad_();
+  Tensor b = randn({4}).requires_grad_();
+  Tensor fc = randn({2, 100}).requires_grad_();
+  Tensor y = linear(conv2d(x, w, b, 1, 1, 1, 1, Activation::relu).flatten(1), fc, {}, Activation::tanh);
+  Tensor loss = sum(y);
+  loss.backward({}, /*retain_graph=*/true);
+  const std::vector<float> first = w.grad().to_vector<float>();
+  w.zero_grad();
+  loss.backward();
+  CHECK(w.grad().to_vector<float>() == first);
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("retain_graph"));
+}
