@@ -42,7 +42,10 @@ T masked_row_sum(Act act, const T* dy, const T* y, T* dz, int64_t n) {
 template <bool kWriteDz, class T, class Act>
 void channel_pass(Act act, int64_t outer, int64_t C, int64_t inner, const T* dy, const T* y, T* dz, T* db) {
   const int64_t per_channel = std::max<int64_t>(1, outer * inner);
-  parallel_for(0, C, std::max<int64_t>(1, kElementsPerTask / per_channel), [&](int64_t c0, int64_t c1) {
+  // In the linear layout a task's channels are a run of each row: at least 64 of them, so that
+  // two threads never write one cache line of dz and each row visit reads whole lines.
+  const int64_t min_channels = inner == 1 ? 64 : 1;
+  parallel_for(0, C, std::max(min_channels, kElementsPerTask / per_channel), [&](int64_t c0, int64_t c1) {
     std::vector<double> acc(size_t(c1 - c0), 0.0);
     // Outer index first: a task reads its channels' rows of one outer index as one stretch.
     for (int64_t o = 0; o < outer; ++o) {

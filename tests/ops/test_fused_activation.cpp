@@ -122,6 +122,12 @@ TEST_CASE("bias_activation_backward: dz and db in one pass, for both bias layout
     REQUIRE_FALSE(db.defined());
     REQUIRE(dz.shape() == dy.shape());
   }
+  // The linear layout split across tasks of column runs (1000 rows, 300 columns: five tasks).
+  const Tensor dy_rows = randn({1000, 300}, {.dtype = DType::f64}, &gen);
+  const Tensor y_rows = relu(randn({1000, 300}, {.dtype = DType::f64}, &gen));
+  const auto [dz_rows, db_rows] = bias_activation_backward(dy_rows, y_rows, Activation::relu, 1, true);
+  require_close(dz_rows, relu_backward(dy_rows, y_rows), 0, 0, "dz of 1000x300");
+  require_close(db_rows, sum(relu_backward(dy_rows, y_rows), {0}), 1e-11, 1e-12, "db of 1000x300");
   // A non-contiguous gradient is read through its strides.
   const Tensor dyt = randn({4, 3}, {.dtype = DType::f64}, &gen).t();
   const Tensor yt = relu(randn({3, 4}, {.dtype = DType::f64}, &gen));
