@@ -3,49 +3,15 @@
 
     /usr/bin/python3 apps/bench/torch_kernels.py --threads 2 [--device cuda]
 
-Same shapes, same method: 50 ms of warm-up calls, then one call sizes blocks of about 50 ms; the median of 7
-blocks is reported in milliseconds per call. The backward rows call the ATen kernels that
+Same shapes, same timing method (torch_timing.py). The backward rows call the ATen kernels that
 autograd calls (convolution_backward with one output selected, max_pool2d_with_indices_backward).
 """
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
-BLOCKS, BLOCK_SECONDS = 7, 0.05
-WARMUP_SECONDS = 0.05
-
-
-SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
-
-
-def warm_up(fn, seconds=WARMUP_SECONDS):
-    """At least one call and WARMUP_SECONDS of calls, as ember's bench::median_ms does."""
-    start = time.perf_counter()
-    fn()
-    SYNC()
-    while time.perf_counter() - start < seconds:
-        fn()
-        SYNC()
-
-
-def median_ms(fn):
-    warm_up(fn)
-    start = time.perf_counter()
-    fn()
-    SYNC()
-    warm = time.perf_counter() - start
-    calls = max(1, int(BLOCK_SECONDS / max(warm, 1e-7)))
-    per_call = []
-    for _ in range(BLOCKS):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        SYNC()
-        per_call.append((time.perf_counter() - start) / calls * 1e3)
-    return sorted(per_call)[BLOCKS // 2]
-
+from torch_timing import median_ms, use_cuda
 
 def conv_backward(dy, x, w, mask):
     return torch.ops.aten.convolution_backward(dy, x, w, [w.shape[0]], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
@@ -82,10 +48,9 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    global SYNC
     if args.device == "cuda":
         torch.set_default_tensor_type(torch.cuda.FloatTensor)
-        SYNC = torch.cuda.synchronize
+        use_cuda()
     with torch.no_grad():
         for name, fn in rows():
             print(f"{name} {median_ms(fn):.4f}", flush=True)

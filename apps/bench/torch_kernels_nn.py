@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's side of `ember bench kernels-nn`: the rows of apps/bench_kernels_nn.cpp, timed
-the same way (50 ms of warm-up calls, calls per block filling ~20 ms, median of 7 blocks), printed
-as `name ms` lines.
+"""PyTorch's side of the rows of apps/bench/bench_kernels_nn.cpp, timed the same way
+(torch_timing.py), printed as `name ms` lines.
 
     /usr/bin/python3 apps/bench/torch_kernels_nn.py [--threads N] [--device cuda]   # Debian's python3-torch
 
@@ -9,42 +8,11 @@ threads defaults to EMBER_NUM_THREADS, else the number of CPUs (ember's default)
 """
 import argparse
 import os
-import time
 
 import torch
 import torch.nn.functional as F
 
-BLOCKS, BLOCK_SECONDS = 7, 0.02
-WARMUP_SECONDS = 0.05
-SYNC = lambda: None  # noqa: E731  (torch.cuda.synchronize on a GPU: once per block)
-
-
-def warm_up(fn, seconds=WARMUP_SECONDS):
-    """At least one call and WARMUP_SECONDS of calls, as ember's bench::median_ms does."""
-    start = time.perf_counter()
-    fn()
-    SYNC()
-    while time.perf_counter() - start < seconds:
-        fn()
-        SYNC()
-
-
-def median_ms(fn):
-    warm_up(fn)
-    start = time.perf_counter()
-    fn()
-    SYNC()
-    once = max(time.perf_counter() - start, 1e-7)
-    calls = max(1, int(BLOCK_SECONDS / once))
-    ms = []
-    for _ in range(BLOCKS):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        SYNC()
-        ms.append((time.perf_counter() - start) * 1e3 / calls)
-    return sorted(ms)[BLOCKS // 2]
-
+from torch_timing import median_ms, use_cuda
 
 def dims(shape):
     return "x".join(str(d) for d in shape)
@@ -88,10 +56,9 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    global SYNC
     if args.device == "cuda":
         torch.set_default_tensor_type(torch.cuda.FloatTensor)
-        SYNC = torch.cuda.synchronize
+        use_cuda()
     torch.manual_seed(0)
     rows = []
     softmax1 = lambda x: F.softmax(x, 1)  # noqa: E731

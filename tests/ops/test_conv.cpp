@@ -10,6 +10,7 @@ using namespace ember;
 using ember::autograd::TensorList;
 using ember::test::CnnCase;
 using ember::test::cnn_cases;
+using ember::test::error_of;
 using ember::test::require_close;
 
 namespace {
@@ -20,15 +21,6 @@ struct ConvArgs {
 };
 ConvArgs conv_args(const CnnCase& c) {
   return {c.pair("stride"), c.pair("padding"), c.pair("dilation"), c.args.at("groups").as_int()};
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

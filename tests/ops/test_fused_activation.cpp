@@ -9,20 +9,12 @@
 
 using namespace ember;
 using ember::autograd::TensorList;
+using ember::test::error_of;
 using ember::test::require_close;
 
 namespace {
 
 constexpr Activation kActivations[] = {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh};
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Runs `fused` and `unfused` (the same function of in) forward and backward with one upstream
 // gradient and requires equal outputs and input gradients.

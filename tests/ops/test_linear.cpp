@@ -9,6 +9,7 @@ using namespace ember;
 using ember::autograd::TensorList;
 using ember::test::CnnCase;
 using ember::test::cnn_cases;
+using ember::test::error_of;
 using ember::test::require_close;
 
 TEST_CASE("linear matches PyTorch: forward and gradients of x, w, b", "[linear]") {
@@ -56,14 +57,6 @@ TEST_CASE("linear by hand and on a transposed input", "[linear]") {
 }
 
 TEST_CASE("linear errors name the op and the shapes", "[linear][errors]") {
-  auto error_of = [](const std::function<void()>& fn) -> std::string {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   CHECK_THAT(error_of([] { linear(randn({2, 3}), randn({4, 5})); }),
              Catch::Contains("linear") && Catch::Contains("(out, 3)") && Catch::Contains("(4, 5)"));
   CHECK_THAT(error_of([] { linear(randn({2, 3}), randn({4, 3}), randn({5})); }),

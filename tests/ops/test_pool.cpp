@@ -12,18 +12,10 @@ using namespace ember;
 using ember::autograd::TensorList;
 using ember::test::CnnCase;
 using ember::test::cnn_cases;
+using ember::test::error_of;
 using ember::test::require_close;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Runs op on the case's x, checks y and dx = d sum(y * gy) / dx against the fixture, then
 // gradchecks the same op in f64.

@@ -147,4 +147,13 @@ const char* layout_name(Layout layout) {
   return "?";
 }
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 }  // namespace ember::test

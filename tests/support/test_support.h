@@ -80,4 +80,9 @@ enum class Layout { contiguous, permuted, strided };
 Tensor relayout(const Tensor& x, Layout layout);
 const char* layout_name(Layout layout);
 
+// ---- errors ---------------------------------------------------------------------------------------------
+// The message of the ember::Error that fn throws, or "(no error)"; for CHECK_THAT(error_of(...),
+// Contains(...)) on what a user would read.
+std::string error_of(const std::function<void()>& fn);
+
 }  // namespace ember::test

@@ -1,0 +1,42 @@
+"""Timing shared by the PyTorch peer scripts, by the method of ember's bench::median_ms
+(apps/bench/timing.h): at least one call and 50 ms of warm-up calls, one more call sizes blocks
+of about 20 ms, and the median block is reported in milliseconds per call.
+
+    import torch_timing
+    torch_timing.use_cuda()          # on a GPU: blocks end with a synchronisation (never per call)
+    ms = torch_timing.median_ms(lambda: F.relu(x))
+"""
+import time
+
+BLOCKS = 7
+BLOCK_SECONDS = 0.02
+WARMUP_SECONDS = 0.05
+
+_sync = lambda: None  # noqa: E731
+
+
+def use_cuda():
+    global _sync
+    import torch
+    _sync = torch.cuda.synchronize
+
+
+def median_ms(fn):
+    start = time.perf_counter()
+    fn()
+    _sync()
+    while time.perf_counter() - start < WARMUP_SECONDS:
+        fn()
+        _sync()
+    start = time.perf_counter()
+    fn()
+    _sync()
+    calls = max(1, int(BLOCK_SECONDS / max(time.perf_counter() - start, 1e-7)))
+    per_call = []
+    for _ in range(BLOCKS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync()
+        per_call.append((time.perf_counter() - start) / calls * 1e3)
+    return sorted(per_call)[BLOCKS // 2]
