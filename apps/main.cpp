@@ -75,8 +75,12 @@ int main(int argc, char** argv) {
   auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
                                                          "matmul): ember vs PyTorch, ms per call");
   std::string kernels_device = "cpu";
+  ember::bench::BenchKernelsOptions kernels_bench;
   bench_kernels->add_option("--device", kernels_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  bench_kernels->add_option("--rounds", kernels_bench.rounds,
+                            "ember and PyTorch run this many times alternately; each reports its best (default 3)")
+      ->check(CLI::Range(1, 100));
 
   ember::bench::BenchMatmulOptions matmul_bench;
   auto* bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
@@ -110,7 +114,8 @@ int main(int argc, char** argv) {
     } else if (*bench_ops) {
       ember::bench::bench_ops(std::cout);
     } else if (*bench_kernels) {
-      ember::bench::bench_kernels(std::cout, ember::parse_device(kernels_device));
+      kernels_bench.device = ember::parse_device(kernels_device);
+      ember::bench::bench_kernels(std::cout, std::cerr, kernels_bench);
     } else if (*bench_matmul) {
       return ember::bench::bench_matmul(std::cout, matmul_bench);
     } else if (*bench_mnist) {
