@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   bench_kernels->add_option("--device", kernels_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   bench_kernels->add_option("--rounds", kernels_bench.rounds,
-                            "ember and PyTorch run this many times alternately; each reports its best (default 3)")
+                            "ember and PyTorch run this many times alternately; each reports its best (default 5)")
       ->check(CLI::Range(1, 100));
 
   ember::bench::BenchMatmulOptions matmul_bench;

@@ -17,7 +17,7 @@ namespace ember::bench {
 
 struct BenchKernelsOptions {
   Device device = Device::cpu();
-  int rounds = 3;
+  int rounds = 5;
 };
 
 void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptions& options = {});

@@ -18,10 +18,11 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t kLanes = 64;  // slices handled together when inner > 1
-// Elements per parallel chunk. Large, because these loops stream at well under 1 ns per
-// element: waking a second thread for a 8x10x28x28 softmax backward made it slower (19 us
-// on 2 threads against 14 us on one), so work of that size now stays on the calling thread.
-constexpr int64_t kGrainElements = 131072;
+// Elements per parallel chunk, as the other CPU kernels use. (It was 131072 while waking a pool
+// thread cost as much as a 8x10x28x28 softmax backward; since the pool spins before sleeping,
+// Note [Spin before sleeping] in core/parallel.cpp, two threads take that backward from 13 to
+// 9 us and the forward from 42 to 24 us.)
+constexpr int64_t kGrainElements = 32768;
 
 // Calls f(offset, lanes) for every block of slices; offset is the element offset of (o, 0, j).
 template <class F>
