@@ -15,6 +15,12 @@ const char* activation_name(Activation act) {
   return "?";
 }
 
+Activation activation_from_name(std::string_view name) {
+  for (Activation act : {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh})
+    if (name == activation_name(act)) return act;
+  EMBER_FAIL("activation: unknown name '", name, "' (expected none, relu, sigmoid or tanh)");
+}
+
 Tensor activate(const Tensor& x, Activation act) {
   switch (act) {
     case Activation::relu: return relu(x);

@@ -14,12 +14,17 @@
 // the unfused activation would have saved anyway. The scalar rules are in activation_rules.h.
 #pragma once
 
+#include <string_view>
+
 #include "core/tensor.h"
 #include "ops/activation_rules.h"
 
 namespace ember {
 
 const char* activation_name(Activation act);  // "none", "relu", ...
+// The activation called `name` ("none", "relu", "sigmoid", "tanh"); any other name is an Error
+// that lists these.
+Activation activation_from_name(std::string_view name);
 
 // The activation alone, as a differentiable op (relu(x), sigmoid(x), tanh(x); x for none).
 Tensor activate(const Tensor& x, Activation act);

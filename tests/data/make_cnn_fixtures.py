@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes cnn_fixtures.safetensors beside this script: PyTorch's conv2d, pooling and linear
-outputs and gradients for the cases of tests/ops/test_conv.cpp, test_pool.cpp, test_linear.cpp.
+outputs and gradients for the cases of tests/ops/test_conv.cpp, test_pool.cpp, test_linear.cpp
+and test_fused_activation.cpp.
 
 Regenerate with Debian's PyTorch (CI never runs this):
     /usr/bin/python3 tests/data/make_cnn_fixtures.py
@@ -56,6 +57,21 @@ LINEAR = [
     ("linear_2d", (5, 7), 3, True),
     ("linear_3d_nobias", (2, 3, 4), 6, False),
 ]
+# Fused bias + activation (ember's conv2d / linear with an Activation): PyTorch applies the
+# activation after the layer. Drawn after every case above, so those keep their values.
+CONV_ACT = [
+    # name, x shape, (Cout, kH, kW), stride, padding, dilation, groups, bias, activation
+    ("conv_relu", (2, 3, 7, 6), (4, 3, 3), (1, 1), (1, 1), (1, 1), 1, True, "relu"),
+    ("conv_groups2_tanh", (2, 4, 6, 6), (6, 3, 3), (2, 2), (1, 1), (1, 1), 2, True, "tanh"),
+    ("conv_depthwise_sigmoid_nobias", (2, 6, 8, 8), (6, 3, 3), (1, 1), (1, 1), (2, 2), 6, False, "sigmoid"),
+]
+LINEAR_ACT = [
+    # name, x shape, out features, bias, activation
+    ("linear_relu", (5, 7), 9, True, "relu"),
+    ("linear_3d_tanh", (2, 3, 4), 6, True, "tanh"),
+    ("linear_sigmoid_nobias", (4, 5), 3, False, "sigmoid"),
+]
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
 def f32(t):
@@ -126,6 +142,28 @@ def main():
             put(name, "b", b)
             put(name, "db", db)
         cases.append({"name": name, "op": "linear", "bias": bias})
+    for name, xs, (cout, kh, kw), stride, padding, dilation, groups, bias, act in CONV_ACT:
+        x, w = randn(*xs), randn(cout, xs[1] // groups, kh, kw)
+        b = randn(cout) if bias else None
+        fn = lambda x, w, b: ACTIVATIONS[act](F.conv2d(x, w, b, stride, padding, dilation, groups))
+        y, gy, (dx, dw, db) = run(fn, [x, w, b])
+        for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
+            put(name, k, v)
+        if bias:
+            put(name, "b", b)
+            put(name, "db", db)
+        cases.append({"name": name, "op": "conv2d_act", "stride": stride, "padding": padding, "dilation": dilation,
+                      "groups": groups, "bias": bias, "activation": act})
+    for name, xs, out, bias, act in LINEAR_ACT:
+        x, w = randn(*xs), randn(out, xs[-1])
+        b = randn(out) if bias else None
+        y, gy, (dx, dw, db) = run(lambda x, w, b: ACTIVATIONS[act](F.linear(x, w, b)), [x, w, b])
+        for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
+            put(name, k, v)
+        if bias:
+            put(name, "b", b)
+            put(name, "db", db)
+        cases.append({"name": name, "op": "linear_act", "bias": bias, "activation": act})
 
     metadata = {"written_by": "make_cnn_fixtures.py", "torch": torch.__version__,
                 "cases": json.dumps(cases, separators=(",", ":"))}
