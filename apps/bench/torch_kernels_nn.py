@@ -57,7 +57,6 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.device == "cuda":
-        torch.set_default_tensor_type(torch.cuda.FloatTensor)
         use_cuda()
     torch.manual_seed(0)
     rows = []

@@ -3,7 +3,7 @@
 of about 20 ms, and the median block is reported in milliseconds per call.
 
     import torch_timing
-    torch_timing.use_cuda()          # on a GPU: blocks end with a synchronisation (never per call)
+    torch_timing.use_cuda()          # on a GPU: tensors made there, blocks end with a synchronisation
     ms = torch_timing.median_ms(lambda: F.relu(x))
 """
 import time
@@ -16,8 +16,13 @@ _sync = lambda: None  # noqa: E731
 
 
 def use_cuda():
+    """New tensors go to the GPU; blocks end with a synchronisation."""
     global _sync
     import torch
+    if hasattr(torch, "set_default_device"):  # torch >= 2.0
+        torch.set_default_device("cuda")
+    else:
+        torch.set_default_tensor_type(torch.cuda.FloatTensor)
     _sync = torch.cuda.synchronize
 
 
