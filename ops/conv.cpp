@@ -78,9 +78,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
             nb](Tensor dy) mutable -> TensorList {
              // dy is handed over, so dz may reuse its buffer, and the saved output is taken, so
              // neither stays live through the GEMMs below (Note [Donated gradients]).
-             Tensor y = act == Activation::none ? Tensor() : sy.take("conv2d");
-             const auto [g, db] = bias_activation_backward(std::move(dy), y, act, 1, nb);
-             y = Tensor();
+             Tensor output = act == Activation::none ? Tensor() : sy.take("conv2d");
+             const auto [g, db] = bias_activation_backward(std::move(dy), output, act, 1, nb);
+             output = Tensor();
              return {nx ? conv2d_input_grad(g, sw.get("conv2d"), xs, stride, padding, dilation, groups) : Tensor(),
                      nw ? conv2d_weight_grad(sx.get("conv2d"), g, ws, stride, padding, dilation, groups) : Tensor(),
                      db};
