@@ -99,18 +99,37 @@ def main():
     def randn(*shape):
         return torch.randn(*shape, dtype=torch.float64).float().double()
 
-    for name, xs, (cout, kh, kw), stride, padding, dilation, groups, bias in CONV:
-        x, w = randn(*xs), randn(cout, xs[1] // groups, kh, kw)
-        b = randn(cout) if bias else None
-        fn = lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups)
+    def layer_case(case, fn, x, w, b):
+        """A conv2d / linear case: inputs, gy, y and the gradients of x, w and b (if any)."""
         y, gy, (dx, dw, db) = run(fn, [x, w, b])
         for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
-            put(name, k, v)
-        if bias:
-            put(name, "b", b)
-            put(name, "db", db)
-        cases.append({"name": name, "op": "conv2d", "stride": stride, "padding": padding, "dilation": dilation,
-                      "groups": groups, "bias": bias})
+            put(case["name"], k, v)
+        if b is not None:
+            put(case["name"], "b", b)
+            put(case["name"], "db", db)
+        cases.append(case)
+
+    def conv_case(name, xs, cout, kh, kw, stride, padding, dilation, groups, bias, act=None):
+        x, w = randn(*xs), randn(cout, xs[1] // groups, kh, kw)
+        b = randn(cout) if bias else None
+        case = {"name": name, "op": "conv2d_act" if act else "conv2d", "stride": stride, "padding": padding,
+                "dilation": dilation, "groups": groups, "bias": bias}
+        if act:
+            case["activation"] = act
+        activation = ACTIVATIONS[act] if act else (lambda y: y)
+        layer_case(case, lambda x, w, b: activation(F.conv2d(x, w, b, stride, padding, dilation, groups)), x, w, b)
+
+    def linear_case(name, xs, out, bias, act=None):
+        x, w = randn(*xs), randn(out, xs[-1])
+        b = randn(out) if bias else None
+        case = {"name": name, "op": "linear_act" if act else "linear", "bias": bias}
+        if act:
+            case["activation"] = act
+        activation = ACTIVATIONS[act] if act else (lambda y: y)
+        layer_case(case, lambda x, w, b: activation(F.linear(x, w, b)), x, w, b)
+
+    for name, xs, (cout, kh, kw), stride, padding, dilation, groups, bias in CONV:
+        conv_case(name, xs, cout, kh, kw, stride, padding, dilation, groups, bias)
     for name, xs, kernel, stride, padding in MAX_POOL:
         x = randn(*xs)
         y, gy, (dx,) = run(lambda x: F.max_pool2d(x, kernel, stride, padding), [x])
@@ -133,37 +152,11 @@ def main():
             put(name, k, v)
         cases.append({"name": name, "op": "adaptive_avg_pool2d", "output_size": size})
     for name, xs, out, bias in LINEAR:
-        x, w = randn(*xs), randn(out, xs[-1])
-        b = randn(out) if bias else None
-        y, gy, (dx, dw, db) = run(lambda x, w, b: F.linear(x, w, b), [x, w, b])
-        for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
-            put(name, k, v)
-        if bias:
-            put(name, "b", b)
-            put(name, "db", db)
-        cases.append({"name": name, "op": "linear", "bias": bias})
+        linear_case(name, xs, out, bias)
     for name, xs, (cout, kh, kw), stride, padding, dilation, groups, bias, act in CONV_ACT:
-        x, w = randn(*xs), randn(cout, xs[1] // groups, kh, kw)
-        b = randn(cout) if bias else None
-        fn = lambda x, w, b: ACTIVATIONS[act](F.conv2d(x, w, b, stride, padding, dilation, groups))
-        y, gy, (dx, dw, db) = run(fn, [x, w, b])
-        for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
-            put(name, k, v)
-        if bias:
-            put(name, "b", b)
-            put(name, "db", db)
-        cases.append({"name": name, "op": "conv2d_act", "stride": stride, "padding": padding, "dilation": dilation,
-                      "groups": groups, "bias": bias, "activation": act})
+        conv_case(name, xs, cout, kh, kw, stride, padding, dilation, groups, bias, act)
     for name, xs, out, bias, act in LINEAR_ACT:
-        x, w = randn(*xs), randn(out, xs[-1])
-        b = randn(out) if bias else None
-        y, gy, (dx, dw, db) = run(lambda x, w, b: ACTIVATIONS[act](F.linear(x, w, b)), [x, w, b])
-        for k, v in {"x": x, "w": w, "y": y, "gy": gy, "dx": dx, "dw": dw}.items():
-            put(name, k, v)
-        if bias:
-            put(name, "b", b)
-            put(name, "db", db)
-        cases.append({"name": name, "op": "linear_act", "bias": bias, "activation": act})
+        linear_case(name, xs, out, bias, act)
 
     metadata = {"written_by": "make_cnn_fixtures.py", "torch": torch.__version__,
                 "cases": json.dumps(cases, separators=(",", ":"))}

@@ -56,4 +56,16 @@ void require_close(const Tensor& actual, const Tensor& expected, double atol, do
   REQUIRE(worst <= 0);
 }
 
+void check_layer_case(const CnnCase& c, const LayerOp& op, double tol) {
+  Tensor x = c.tensor("x").requires_grad_();
+  Tensor w = c.tensor("w").requires_grad_();
+  Tensor b = c.has("b") ? c.tensor("b").requires_grad_() : Tensor();
+  Tensor y = op(x, w, b);
+  require_close(y, c.tensor("y"), tol, tol, c.name + ": y");
+  sum(mul(y, c.tensor("gy"))).backward();
+  require_close(x.grad(), c.tensor("dx"), tol, tol, c.name + ": dx");
+  require_close(w.grad(), c.tensor("dw"), tol, tol, c.name + ": dw");
+  if (b.defined()) require_close(b.grad(), c.tensor("db"), tol, tol, c.name + ": db");
+}
+
 }  // namespace ember::test

@@ -6,6 +6,7 @@
 //   }
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,11 @@ std::vector<CnnCase> cnn_cases(const std::string& op);
 // |actual - expected| <= atol + rtol |expected| everywhere (shapes must match); names the
 // worst element on failure.
 void require_close(const Tensor& actual, const Tensor& expected, double atol, double rtol, const std::string& what);
+
+// A layer case (conv2d, linear, their fused forms): runs op(x, w, b) on the case's inputs and
+// requires y and the gradients of sum(y * gy) with respect to x, w and b (when the case has a
+// bias) to match the fixture within `tol` (absolute and relative).
+using LayerOp = std::function<Tensor(const Tensor& x, const Tensor& w, const Tensor& b)>;
+void check_layer_case(const CnnCase& c, const LayerOp& op, double tol);
 
 }  // namespace ember::test

@@ -29,16 +29,13 @@ TEST_CASE("conv2d matches PyTorch: forward and gradients of x, w, b", "[conv]") 
   for (const CnnCase& c : cnn_cases("conv2d")) {
     SECTION(c.name) {
       const ConvArgs a = conv_args(c);
-      Tensor x = c.tensor("x").requires_grad_();
-      Tensor w = c.tensor("w").requires_grad_();
-      Tensor b = c.has("b") ? c.tensor("b").requires_grad_() : Tensor();
-      Tensor y = conv2d(x, w, b, a.stride, a.padding, a.dilation, a.groups);
       // f32 sums of at most ~100 products of N(0, 1) values against an f64 reference.
-      require_close(y, c.tensor("y"), 1e-4, 1e-4, c.name + ": y");
-      sum(mul(y, c.tensor("gy"))).backward();
-      require_close(x.grad(), c.tensor("dx"), 1e-4, 1e-4, c.name + ": dx");
-      require_close(w.grad(), c.tensor("dw"), 1e-4, 1e-4, c.name + ": dw");
-      if (b.defined()) require_close(b.grad(), c.tensor("db"), 1e-4, 1e-4, c.name + ": db");
+      test::check_layer_case(
+          c,
+          [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+            return conv2d(x, w, b, a.stride, a.padding, a.dilation, a.groups);
+          },
+          1e-4);
     }
   }
 }

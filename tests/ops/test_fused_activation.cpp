@@ -43,33 +43,26 @@ void require_same_as_unfused(const std::function<Tensor(const TensorList&)>& fus
 
 TEST_CASE("fused linear and conv2d match PyTorch's layer-then-activation: forward and gradients", "[fused]") {
   // f32 against an f64 reference: sums of at most ~30 products of N(0, 1) values.
-  auto check = [](const CnnCase& c, const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& op) {
-    Tensor x = c.tensor("x").requires_grad_();
-    Tensor w = c.tensor("w").requires_grad_();
-    Tensor b = c.has("b") ? c.tensor("b").requires_grad_() : Tensor();
-    Tensor y = op(x, w, b);
-    require_close(y, c.tensor("y"), 1e-4, 1e-4, c.name + ": y");
-    sum(mul(y, c.tensor("gy"))).backward();
-    require_close(x.grad(), c.tensor("dx"), 1e-4, 1e-4, c.name + ": dx");
-    require_close(w.grad(), c.tensor("dw"), 1e-4, 1e-4, c.name + ": dw");
-    if (b.defined()) require_close(b.grad(), c.tensor("db"), 1e-4, 1e-4, c.name + ": db");
-  };
   const std::vector<CnnCase> convs = cnn_cases("conv2d_act"), linears = cnn_cases("linear_act");
   REQUIRE(convs.size() == 3);
   REQUIRE(linears.size() == 3);
   for (const CnnCase& c : convs) {
     SECTION(c.name) {
       const Activation act = activation_from_name(c.args.at("activation").as_string());
-      check(c, [&](const Tensor& x, const Tensor& w, const Tensor& b) {
-        return conv2d(x, w, b, c.pair("stride"), c.pair("padding"), c.pair("dilation"), c.args.at("groups").as_int(),
-                      act);
-      });
+      test::check_layer_case(
+          c,
+          [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+            return conv2d(x, w, b, c.pair("stride"), c.pair("padding"), c.pair("dilation"),
+                          c.args.at("groups").as_int(), act);
+          },
+          1e-4);
     }
   }
   for (const CnnCase& c : linears) {
     SECTION(c.name) {
       const Activation act = activation_from_name(c.args.at("activation").as_string());
-      check(c, [&](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b, act); });
+      test::check_layer_case(
+          c, [&](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b, act); }, 1e-4);
     }
   }
 }

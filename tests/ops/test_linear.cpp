@@ -15,15 +15,8 @@ using ember::test::require_close;
 TEST_CASE("linear matches PyTorch: forward and gradients of x, w, b", "[linear]") {
   for (const CnnCase& c : cnn_cases("linear")) {
     SECTION(c.name) {
-      Tensor x = c.tensor("x").requires_grad_();
-      Tensor w = c.tensor("w").requires_grad_();
-      Tensor b = c.has("b") ? c.tensor("b").requires_grad_() : Tensor();
-      Tensor y = linear(x, w, b);
-      require_close(y, c.tensor("y"), 1e-5, 1e-5, c.name + ": y");
-      sum(mul(y, c.tensor("gy"))).backward();
-      require_close(x.grad(), c.tensor("dx"), 1e-5, 1e-5, c.name + ": dx");
-      require_close(w.grad(), c.tensor("dw"), 1e-5, 1e-5, c.name + ": dw");
-      if (b.defined()) require_close(b.grad(), c.tensor("db"), 1e-5, 1e-5, c.name + ": db");
+      test::check_layer_case(c, [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); },
+                             1e-5);
     }
   }
 }
