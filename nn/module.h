@@ -16,7 +16,7 @@
 // call keeps updating the right tensors.
 //
 // Note [Fused activations]: a layer that can apply an activation in its own epilogue (Linear,
-// Conv2d: see ops/activation.h) says so with fuses_activation(), and a module that is nothing
+// Conv2d, BatchNorm: see ops/activation.h) says so with fuses_activation(), and a module that is nothing
 // but an activation (ReLU, Sigmoid, Tanh) names it with as_activation(). A container that runs
 // such a pair in sequence calls the layer's forward_activated() once instead of both modules.
 // The modules, their names, parameters and checkpoints stay as the user wrote them; only the

@@ -17,7 +17,9 @@ BatchNorm::BatchNorm(const char* type_name, int64_t expected_rank, int64_t chann
   num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::i64}));
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return forward_activated(x, Activation::none); }
+
+Tensor BatchNorm::forward_activated(const Tensor& x, Activation act) {
   EMBER_CHECK(x.dim() == expected_rank_ || (expected_rank_ == 2 && x.dim() == 3), type_name(), ": expected a ",
               expected_rank_, "-D input (N, C", expected_rank_ == 4 ? ", H, W" : "", "), got shape ",
               shape_str(x.shape()));
@@ -27,7 +29,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     autograd::NoGradGuard no_grad;
     num_batches_tracked_.add_(ones_like(num_batches_tracked_));
   }
-  return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
+  return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_, act);
 }
 
 Dropout::Dropout(double p, Generator* gen) : Module("Dropout"), p_(p), gen_(gen) {

@@ -16,6 +16,8 @@ class BatchNorm : public Module {
  public:
   BatchNorm(const char* type_name, int64_t expected_rank, int64_t channels, double eps, double momentum, bool affine);
   Tensor forward(const Tensor& x) override;
+  bool fuses_activation() const override { return true; }
+  Tensor forward_activated(const Tensor& x, Activation act) override;
   Tensor& weight() { return weight_; }
   Tensor& bias() { return bias_; }
   Tensor& running_mean() { return running_mean_; }

@@ -1,6 +1,6 @@
 // Sequential: children applied in order, named "0", "1", ...
-// A layer followed by an activation module it can fuse (Linear or Conv2d, then ReLU, Sigmoid or
-// Tanh) runs as one fused op (Note [Fused activations] in nn/module.h);
+// A layer followed by an activation module it can fuse (Linear, Conv2d or BatchNorm, then ReLU,
+// Sigmoid or Tanh) runs as one fused op (Note [Fused activations] in nn/module.h);
 // set_fuse_activations(false) runs every module on its own, for comparisons and teaching.
 //
 //   auto net = std::make_shared<Sequential>();

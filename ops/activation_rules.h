@@ -14,6 +14,7 @@ enum class Activation : uint8_t { none, relu, sigmoid, tanh };
 // One activation: its value and the gradient of its input from its output.
 template <Activation A>
 struct ActivationFn {
+  static constexpr bool kIdentity = A == Activation::none;  // backward ignores y: it may be absent
   template <class T>
   EMBER_HOST_DEVICE T operator()(T x) const {
     if constexpr (A == Activation::relu) return UnaryFn<UnaryOp::relu>{}(x);
@@ -44,8 +45,8 @@ decltype(auto) visit_activation(Activation act, F&& f) {
   return f(ActivationFn<Activation::none>{});
 }
 
-// The same rule chosen at run time, for epilogues where a switch per element costs nothing
-// next to the work around it (a GEMM's store).
+// The same rules chosen at run time, for kernels where a switch per element costs nothing next
+// to the work around it (a GEMM's store, a reduction's load).
 template <class T>
 EMBER_HOST_DEVICE T apply_activation(Activation act, T x) {
   switch (act) {
@@ -55,6 +56,16 @@ EMBER_HOST_DEVICE T apply_activation(Activation act, T x) {
     case Activation::none: break;
   }
   return x;
+}
+template <class T>
+EMBER_HOST_DEVICE T apply_activation_backward(Activation act, T g, T y) {
+  switch (act) {
+    case Activation::relu: return ActivationFn<Activation::relu>{}.backward(g, y);
+    case Activation::sigmoid: return ActivationFn<Activation::sigmoid>{}.backward(g, y);
+    case Activation::tanh: return ActivationFn<Activation::tanh>{}.backward(g, y);
+    case Activation::none: break;
+  }
+  return g;
 }
 
 }  // namespace ember

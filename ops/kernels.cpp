@@ -24,10 +24,10 @@ DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter
 
 DeviceKernel<void(const Tensor&, double, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
     batch_norm_stats_kernel("batch_norm", &cpu::batch_norm_stats);
-DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)>
     batch_norm_apply_kernel("batch_norm", &cpu::batch_norm_apply);
-DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&,
-                  const Tensor&, const Tensor&)>
+DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                  bool, const Tensor&, const Tensor&, const Tensor&)>
     batch_norm_backward_kernel("batch_norm_backward", &cpu::batch_norm_backward);
 DeviceKernel<void(const Tensor&, bool, const Tensor&)> softmax_forward_kernel("softmax", &cpu::softmax_forward);
 DeviceKernel<void(const Tensor&, const Tensor&, bool, const Tensor&)> softmax_backward_kernel("softmax_backward",

@@ -33,10 +33,11 @@ extern DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> 
 // ---- neural-network kernels (contracts in ops/cpu/nn_kernels.h) ------------------------------
 extern DeviceKernel<void(const Tensor&, double, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
     batch_norm_stats_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
+extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation,
+                         const Tensor&)>
     batch_norm_apply_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool,
-                         const Tensor&, const Tensor&, const Tensor&)>
+extern DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const Tensor&, bool, const Tensor&, const Tensor&, const Tensor&)>
     batch_norm_backward_kernel;
 extern DeviceKernel<void(const Tensor&, bool, const Tensor&)> softmax_forward_kernel;
 extern DeviceKernel<void(const Tensor&, const Tensor&, bool, const Tensor&)> softmax_backward_kernel;

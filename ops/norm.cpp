@@ -30,7 +30,7 @@ void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps) {
+                  const Tensor& running_var, bool training, double momentum, double eps, Activation act) {
   EMBER_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ",
               shape_str(x.shape()));
   EMBER_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
@@ -70,15 +70,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   }
   Tensor y = Tensor::empty(x.shape(), x.options());
   batch_norm_apply_kernel(x.device(), as_ncs(xc), mean, invstd, weight.defined() ? weight.contiguous() : Tensor(),
-                          bias.defined() ? bias.contiguous() : Tensor(), as_ncs(y));
+                          bias.defined() ? bias.contiguous() : Tensor(), act, as_ncs(y));
   if (needs_grad({x, weight, bias})) {
     const bool nx = needs_grad(x), nw = needs_grad(weight), nb = needs_grad(bias);
-    record("batch_norm", {x, weight, bias}, y,
-           [sx = save(xc), sw = save(weight), sm = save(mean), si = save(invstd), training, nx, nw,
-            nb](const Tensor& g) -> TensorList {
+    const bool activated = act != Activation::none;
+    record(activated ? "batch_norm_act" : "batch_norm", {x, weight, bias}, y,
+           [sx = save(xc), sw = save(weight), sm = save(mean), si = save(invstd), sy = save(activated ? y : Tensor()),
+            act, training, nx, nw, nb](const Tensor& g) -> TensorList {
              const char* op = "batch_norm";
              BatchNormGrads d = batch_norm_backward(g, sx.get(op), sw.get(op), sm.get(op), si.get(op), training, nx,
-                                                    nw, nb);
+                                                    nw, nb, act, sy.get(op));
              return {d.dx, d.dweight, d.dbias};
            });
   }
@@ -87,10 +88,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& invstd, bool training, bool need_dx, bool need_dweight,
-                                   bool need_dbias) {
+                                   bool need_dbias, Activation act, const Tensor& output) {
   EMBER_CHECK(x.dim() >= 2 && grad.shape() == x.shape(), "batch_norm_backward: expected grad and x of one shape "
               "(N, C, ...), got ", shape_str(grad.shape()), " and ", shape_str(x.shape()));
   check_same_dtype("batch_norm_backward", grad, x);
+  const bool activated = act != Activation::none;
+  if (activated) {
+    EMBER_CHECK(output.defined() && output.shape() == x.shape(), "batch_norm_backward: expected the activated "
+                "output of shape ", shape_str(x.shape()), " for activation ", activation_name(act), ", got ",
+                output.defined() ? shape_str(output.shape()) : std::string("none"));
+    check_same_dtype("batch_norm_backward", output, x);
+    check_same_device("batch_norm_backward", output, x);
+  }
   check_channel_vector(weight, "weight", x);
   check_channel_vector(mean, "mean", x);
   check_channel_vector(invstd, "invstd", x);
@@ -100,7 +109,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   if (need_dweight) d.dweight = Tensor::empty({C}, x.options());
   if (need_dbias) d.dbias = Tensor::empty({C}, x.options());
   const Tensor xc = x.contiguous(), gc = grad.contiguous();
-  batch_norm_backward_kernel(x.device(), as_ncs(gc), as_ncs(xc), mean.contiguous(), invstd.contiguous(),
+  batch_norm_backward_kernel(x.device(), act, as_ncs(gc), activated ? as_ncs(output.contiguous()) : Tensor(),
+                             as_ncs(xc), mean.contiguous(), invstd.contiguous(),
                              weight.defined() ? weight.contiguous() : Tensor(), training,
                              d.dx.defined() ? as_ncs(d.dx) : Tensor(), d.dweight, d.dbias);
   return d;

@@ -104,11 +104,13 @@ void batch_norm_stats(int64_t N, int64_t C, int64_t S, const T* x, double eps, d
                       T* running_mean, T* running_var, Stream stream);
 template <class T>
 void batch_norm_apply(int64_t N, int64_t C, int64_t S, const T* x, const T* mean, const T* invstd, const T* weight,
-                      const T* bias, T* y, Stream stream);
+                      const T* bias, Activation act, T* y, Stream stream);
 // dx, dweight, dbias may each be null.
+// With an activation, grad is the gradient of the activated output y (null for none).
 template <class T>
-void batch_norm_backward(int64_t N, int64_t C, int64_t S, const T* grad, const T* x, const T* mean, const T* invstd,
-                         const T* weight, bool training, T* dx, T* dweight, T* dbias, Stream stream);
+void batch_norm_backward(int64_t N, int64_t C, int64_t S, Activation act, const T* grad, const T* y, const T* x,
+                         const T* mean, const T* invstd, const T* weight, bool training, T* dx, T* dweight, T* dbias,
+                         Stream stream);
 
 // ---- softmax (nn_softmax.cu); (outer, n, inner) contiguous, over n ---------------------------------
 template <class T>

@@ -52,32 +52,37 @@ __global__ void stats_kernel(Planes p, const T* __restrict__ x, double eps, doub
     running_var[c] = T((1 - momentum) * double(running_var[c]) + momentum * (m > 1 ? sq / double(m - 1) : var));
 }
 
-// y = x * scale + shift with scale = invstd * weight, shift = bias - mean * scale (the CPU's form).
+// y = act(x * scale + shift) with scale = invstd * weight, shift = bias - mean * scale (the CPU's form).
 template <class T>
 __global__ void apply_kernel(Planes p, const T* __restrict__ x, const T* __restrict__ mean,
                              const T* __restrict__ invstd, const T* __restrict__ weight, const T* __restrict__ bias,
-                             T* __restrict__ y) {
+                             Activation act, T* __restrict__ y) {
   const int64_t total = p.N * p.C * p.S;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(blockDim.x) * gridDim.x) {
     const int64_t c = i / p.S % p.C;
     const T scale = invstd[c] * (weight ? weight[c] : T(1));
     const T shift = (bias ? bias[c] : T(0)) - mean[c] * scale;
-    y[i] = x[i] * scale + shift;
+    y[i] = apply_activation(act, x[i] * scale + shift);
   }
 }
 
-// Note [Fused backward]; contract of cpu::batch_norm_backward.
+// Note [Fused backward]; contract of cpu::batch_norm_backward (y: the activated output, null for none).
 template <class T>
-__global__ void backward_kernel(Planes p, const T* __restrict__ grad, const T* __restrict__ x,
-                                const T* __restrict__ mean, const T* __restrict__ invstd, const T* __restrict__ weight,
-                                bool training, T* __restrict__ dx, T* __restrict__ dweight, T* __restrict__ dbias) {
+__global__ void backward_kernel(Planes p, Activation act, const T* __restrict__ grad, const T* __restrict__ y,
+                                const T* __restrict__ x, const T* __restrict__ mean, const T* __restrict__ invstd,
+                                const T* __restrict__ weight, bool training, T* __restrict__ dx,
+                                T* __restrict__ dweight, T* __restrict__ dbias) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x, m = p.N * p.S;
+  // The gradient of the normalised value: grad itself, or through the activation (from its output).
+  auto g_at = [&](int64_t at) {
+    return act == Activation::none ? grad[at] : apply_activation_backward(act, grad[at], y[at]);
+  };
   const double mu = double(mean[c]), is = double(invstd[c]);
   double sg = 0, sgx = 0;
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t at = p.at(c, j);
-    const double g = double(grad[at]);
+    const double g = double(g_at(at));
     sg += g;
     sgx += g * (double(x[at]) - mu);
   }
@@ -94,7 +99,7 @@ __global__ void backward_kernel(Planes p, const T* __restrict__ grad, const T* _
   const T k = T(kc), a = T(kc * is * mgx), b = T(kc * (mu * is * mgx - mg));
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t at = p.at(c, j);
-    dx[at] = grad[at] * k - x[at] * a + b;
+    dx[at] = g_at(at) * k - x[at] * a + b;
   }
 }
 
@@ -110,27 +115,28 @@ void batch_norm_stats(int64_t N, int64_t C, int64_t S, const T* x, double eps, d
 
 template <class T>
 void batch_norm_apply(int64_t N, int64_t C, int64_t S, const T* x, const T* mean, const T* invstd, const T* weight,
-                      const T* bias, T* y, Stream stream) {
+                      const T* bias, Activation act, T* y, Stream stream) {
   const int64_t total = N * C * S;
   if (total == 0) return;
   launch<apply_kernel<T>>(blocks_for(total, kThreads), kThreads, 0, stream, Planes{N, C, S}, x, mean, invstd, weight,
-                          bias, y);
+                          bias, act, y);
 }
 
 template <class T>
-void batch_norm_backward(int64_t N, int64_t C, int64_t S, const T* grad, const T* x, const T* mean, const T* invstd,
-                         const T* weight, bool training, T* dx, T* dweight, T* dbias, Stream stream) {
+void batch_norm_backward(int64_t N, int64_t C, int64_t S, Activation act, const T* grad, const T* y, const T* x,
+                         const T* mean, const T* invstd, const T* weight, bool training, T* dx, T* dweight, T* dbias,
+                         Stream stream) {
   if (C == 0) return;
-  launch<backward_kernel<T>>(unsigned(C), kThreads, 0, stream, Planes{N, C, S}, grad, x, mean, invstd, weight, training,
-                             dx, dweight, dbias);
+  launch<backward_kernel<T>>(unsigned(C), kThreads, 0, stream, Planes{N, C, S}, act, grad, y, x, mean, invstd, weight,
+                             training, dx, dweight, dbias);
 }
 
 #define EMBER_INSTANTIATE_NORM(T)                                                                                   \
   template void batch_norm_stats<T>(int64_t, int64_t, int64_t, const T*, double, double, T*, T*, T*, T*, Stream);  \
-  template void batch_norm_apply<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, const T*, const T*, T*, \
-                                    Stream);                                                                        \
-  template void batch_norm_backward<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, const T*, const T*,  \
-                                       bool, T*, T*, T*, Stream);
+  template void batch_norm_apply<T>(int64_t, int64_t, int64_t, const T*, const T*, const T*, const T*, const T*,     \
+                                    Activation, T*, Stream);                                                        \
+  template void batch_norm_backward<T>(int64_t, int64_t, int64_t, Activation, const T*, const T*, const T*, const T*, \
+                                       const T*, const T*, bool, T*, T*, T*, Stream);
 EMBER_INSTANTIATE_NORM(float)
 EMBER_INSTANTIATE_NORM(double)
 

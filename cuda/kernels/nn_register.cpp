@@ -124,19 +124,19 @@ void batch_norm_stats_cuda(const Tensor& x, double eps, double momentum, const T
 }
 
 void batch_norm_apply_cuda(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                           const Tensor& bias, const Tensor& y) {
+                           const Tensor& bias, Activation act, const Tensor& y) {
   dispatch_float(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     batch_norm_apply<T>(x.size(0), x.size(1), x.size(2), x.data<T>(), mean.data<T>(), invstd.data<T>(),
-                        data_or_null<T>(weight), data_or_null<T>(bias), y.data<T>(), {});
+                        data_or_null<T>(weight), data_or_null<T>(bias), act, y.data<T>(), {});
   });
 }
 
-void batch_norm_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                              const Tensor& weight, bool training, const Tensor& dx, const Tensor& dweight,
-                              const Tensor& dbias) {
+void batch_norm_backward_cuda(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
+                              const Tensor& dweight, const Tensor& dbias) {
   dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
-    batch_norm_backward<T>(x.size(0), x.size(1), x.size(2), grad.data<T>(), x.data<T>(), mean.data<T>(),
-                           invstd.data<T>(), data_or_null<T>(weight), training, data_or_null<T>(dx),
+    batch_norm_backward<T>(x.size(0), x.size(1), x.size(2), act, grad.data<T>(), data_or_null<T>(y), x.data<T>(),
+                           mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight), training, data_or_null<T>(dx),
                            data_or_null<T>(dweight), data_or_null<T>(dbias), {});
   });
 }

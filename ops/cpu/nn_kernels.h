@@ -6,6 +6,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/activation_rules.h"
 
 namespace ember::cpu {
 
@@ -17,17 +18,19 @@ namespace ember::cpu {
 void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
                       const Tensor& running_mean, const Tensor& running_var);
 // x: (N, C, S) contiguous; mean, invstd: (C); weight, bias: (C) or undefined (1 and 0)
-// -> y: (N, C, S) contiguous: y = (x - mean) * invstd * weight + bias.
+// -> y: (N, C, S) contiguous: y = act((x - mean) * invstd * weight + bias).
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias, const Tensor& y);
+                      const Tensor& bias, Activation act, const Tensor& y);
 // grad, x: (N, C, S) contiguous; mean, invstd: (C) as used in the forward; weight: (C) or
 // undefined. Outputs (each may be undefined to skip it), with xhat = (x - mean) * invstd:
 //   dweight[c] = sum(grad * xhat), dbias[c] = sum(grad) over (N, S);
 //   dx = weight * invstd * (grad - [training] (dbias + xhat * dweight) / (N * S)).
-// training = false treats mean and invstd as constants (eval mode).
-void batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, bool training, const Tensor& dx, const Tensor& dweight,
-                         const Tensor& dbias);
+// training = false treats mean and invstd as constants (eval mode). With an activation, `grad`
+// is the gradient of the activated output `y` (N, C, S), and act'(y) * grad takes its place
+// above, computed on the fly in both passes (y is undefined when act is none).
+void batch_norm_backward(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias);
 
 // ---- softmax (softmax.cpp) --------------------------------------------------------------------
 // x: (outer, n, inner) contiguous f32/f64 -> y: same shape, contiguous; softmax over n, or

@@ -30,6 +30,62 @@ const T* optional_data(const Tensor& t) { return t.defined() ? t.data<T>() : nul
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
+// batch_norm_backward for one dtype and activation (Fn: an ActivationFn).
+template <class T, class Fn>
+void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
+                    const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx, const Tensor& dweight,
+                    const Tensor& dbias) {
+  const Planes p = planes_of(x);
+  const T *gd = grad.data<T>(), *xd = x.data<T>(), *md = mean.data<T>(), *id = invstd.data<T>();
+  const T* w = optional_data<T>(weight);
+  const T* yd = optional_data<T>(y);
+  // The gradient of the normalised value at i: grad itself, or through the activation.
+  auto g_at = [&](int64_t i) { return Fn::kIdentity ? gd[i] : fn.backward(gd[i], yd[i]); };
+  // Per channel: sum(grad) and sum(grad * xhat).
+  std::vector<double> sum_g(size_t(p.C)), sum_gxhat(size_t(p.C));
+  parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double mu = double(md[c]);
+      double sg = 0, sgx = 0;
+      for (int64_t n = 0; n < p.N; ++n) {
+        const int64_t at = (n * p.C + c) * p.S;
+        for (int64_t s = 0; s < p.S; ++s) {
+          const double g = double(g_at(at + s));
+          sg += g;
+          sgx += g * (double(xd[at + s]) - mu);
+        }
+      }
+      sum_g[size_t(c)] = sg;
+      sum_gxhat[size_t(c)] = sgx * double(id[c]);
+    }
+  });
+  if (dweight.defined())
+    for (int64_t c = 0; c < p.C; ++c) dweight.data<T>()[c] = T(sum_gxhat[size_t(c)]);
+  if (dbias.defined())
+    for (int64_t c = 0; c < p.C; ++c) dbias.data<T>()[c] = T(sum_g[size_t(c)]);
+  if (!dx.defined()) return;
+  // dx = k * (g - mean_g - xhat * mean_gxhat) = g * k - x * a + b per channel, with
+  // k = weight * invstd, a = k * invstd * mean_gxhat, b = k * (mean * invstd * mean_gxhat - mean_g).
+  std::vector<T> k(size_t(p.C)), a(size_t(p.C)), b(size_t(p.C));
+  const double m = double(p.count());
+  for (int64_t c = 0; c < p.C; ++c) {
+    const double kc = (w ? double(w[c]) : 1.0) * double(id[c]);
+    const double mg = training ? sum_g[size_t(c)] / m : 0.0, mgx = training ? sum_gxhat[size_t(c)] / m : 0.0;
+    k[size_t(c)] = T(kc);
+    a[size_t(c)] = T(kc * double(id[c]) * mgx);
+    b[size_t(c)] = T(kc * (double(md[c]) * double(id[c]) * mgx - mg));
+  }
+  T* dxd = dx.data<T>();
+  parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t c = 0; c < p.C; ++c) {
+        const int64_t at = (n * p.C + c) * p.S;
+        const T kc = k[size_t(c)], ac = a[size_t(c)], bc = b[size_t(c)];
+        for (int64_t s = 0; s < p.S; ++s) dxd[at + s] = g_at(at + s) * kc - xd[at + s] * ac + bc;
+      }
+  });
+}
+
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
@@ -67,7 +123,7 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
 }
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias, const Tensor& y) {
+                      const Tensor& bias, Activation act, const Tensor& y) {
   dispatch_float(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     const Planes p = planes_of(x);
     // y = x * scale[c] + shift[c]
@@ -80,66 +136,25 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     const T* xd = x.data<T>();
     T* yd = y.data<T>();
     // One row of C runs of S at a time: works for S = 1 (2-D input) and large S alike.
-    parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t c = 0; c < p.C; ++c) {
-          const int64_t at = (n * p.C + c) * p.S;
-          const T a = scale[size_t(c)], sh = shift[size_t(c)];
-          for (int64_t s = 0; s < p.S; ++s) yd[at + s] = xd[at + s] * a + sh;
-        }
+    visit_activation(act, [&](auto fn) {
+      parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t c = 0; c < p.C; ++c) {
+            const int64_t at = (n * p.C + c) * p.S;
+            const T a = scale[size_t(c)], sh = shift[size_t(c)];
+            for (int64_t s = 0; s < p.S; ++s) yd[at + s] = fn(xd[at + s] * a + sh);
+          }
+      });
     });
   });
 }
 
-void batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, bool training, const Tensor& dx, const Tensor& dweight,
-                         const Tensor& dbias) {
+void batch_norm_backward(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias) {
   dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
-    const Planes p = planes_of(x);
-    const T *gd = grad.data<T>(), *xd = x.data<T>(), *md = mean.data<T>(), *id = invstd.data<T>();
-    const T* w = optional_data<T>(weight);
-    // Per channel: sum(grad) and sum(grad * xhat).
-    std::vector<double> sum_g(size_t(p.C)), sum_gxhat(size_t(p.C));
-    parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const double mu = double(md[c]);
-        double sg = 0, sgx = 0;
-        for (int64_t n = 0; n < p.N; ++n) {
-          const int64_t at = (n * p.C + c) * p.S;
-          for (int64_t s = 0; s < p.S; ++s) {
-            const double g = double(gd[at + s]);
-            sg += g;
-            sgx += g * (double(xd[at + s]) - mu);
-          }
-        }
-        sum_g[size_t(c)] = sg;
-        sum_gxhat[size_t(c)] = sgx * double(id[c]);
-      }
-    });
-    if (dweight.defined())
-      for (int64_t c = 0; c < p.C; ++c) dweight.data<T>()[c] = T(sum_gxhat[size_t(c)]);
-    if (dbias.defined())
-      for (int64_t c = 0; c < p.C; ++c) dbias.data<T>()[c] = T(sum_g[size_t(c)]);
-    if (!dx.defined()) return;
-    // dx = k * (g - mean_g - xhat * mean_gxhat) = g * k - x * a + b per channel, with
-    // k = weight * invstd, a = k * invstd * mean_gxhat, b = k * (mean * invstd * mean_gxhat - mean_g).
-    std::vector<T> k(size_t(p.C)), a(size_t(p.C)), b(size_t(p.C));
-    const double m = double(p.count());
-    for (int64_t c = 0; c < p.C; ++c) {
-      const double kc = (w ? double(w[c]) : 1.0) * double(id[c]);
-      const double mg = training ? sum_g[size_t(c)] / m : 0.0, mgx = training ? sum_gxhat[size_t(c)] / m : 0.0;
-      k[size_t(c)] = T(kc);
-      a[size_t(c)] = T(kc * double(id[c]) * mgx);
-      b[size_t(c)] = T(kc * (double(md[c]) * double(id[c]) * mgx - mg));
-    }
-    T* dxd = dx.data<T>();
-    parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t c = 0; c < p.C; ++c) {
-          const int64_t at = (n * p.C + c) * p.S;
-          const T kc = k[size_t(c)], ac = a[size_t(c)], bc = b[size_t(c)];
-          for (int64_t s = 0; s < p.S; ++s) dxd[at + s] = gd[at + s] * kc - xd[at + s] * ac + bc;
-        }
+    visit_activation(act, [&](auto fn) {
+      backward_typed<T>(fn, grad, y, x, mean, invstd, weight, training, dx, dweight, dbias);
     });
   });
 }

@@ -30,21 +30,27 @@ TEST_CASE("cuda batch_norm stats, running stats, apply and backward match the CP
     CHECK_THAT(to_cpu(rmd), all_close(rm, 1e-6, 1e-6));
     CHECK_THAT(to_cpu(rvd), all_close(rv, 1e-5, 1e-6));
 
-    Tensor y = empty(shape), yd = test::empty_cuda(shape);
-    batch_norm_apply_kernel(Device::cpu(), x, mean, invstd, weight, bias, y);
-    batch_norm_apply_kernel(Device::cuda(), xd, to_cuda(mean), to_cuda(invstd), to_cuda(weight), to_cuda(bias), yd);
-    CHECK_THAT(to_cpu(yd), all_close(y, 1e-4, 1e-4));
+    // Plain, and with each fused activation (applied on output, folded into the backward).
+    for (Activation act : {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh}) {
+      INFO("activation " << activation_name(act));
+      Tensor y = empty(shape), yd = test::empty_cuda(shape);
+      batch_norm_apply_kernel(Device::cpu(), x, mean, invstd, weight, bias, act, y);
+      batch_norm_apply_kernel(Device::cuda(), xd, to_cuda(mean), to_cuda(invstd), to_cuda(weight), to_cuda(bias), act,
+                              yd);
+      CHECK_THAT(to_cpu(yd), all_close(y, 1e-4, 1e-4));
+      const Tensor out = act == Activation::none ? Tensor() : y;
 
-    for (bool training : {true, false}) {
-      INFO("training " << training);
-      Tensor dx = empty(shape), dw = empty({C}), db = empty({C});
-      Tensor dxd = test::empty_cuda(shape), dwd = test::empty_cuda({C}), dbd = test::empty_cuda({C});
-      batch_norm_backward_kernel(Device::cpu(), grad, x, mean, invstd, weight, training, dx, dw, db);
-      batch_norm_backward_kernel(Device::cuda(), to_cuda(grad), xd, to_cuda(mean), to_cuda(invstd), to_cuda(weight),
-                                 training, dxd, dwd, dbd);
-      CHECK_THAT(to_cpu(dxd), all_close(dx, 1e-4, 1e-4));
-      CHECK_THAT(to_cpu(dwd), all_close(dw, 1e-4, 1e-4));
-      CHECK_THAT(to_cpu(dbd), all_close(db, 1e-5, 1e-5));
+      for (bool training : {true, false}) {
+        INFO("training " << training);
+        Tensor dx = empty(shape), dw = empty({C}), db = empty({C});
+        Tensor dxd = test::empty_cuda(shape), dwd = test::empty_cuda({C}), dbd = test::empty_cuda({C});
+        batch_norm_backward_kernel(Device::cpu(), act, grad, out, x, mean, invstd, weight, training, dx, dw, db);
+        batch_norm_backward_kernel(Device::cuda(), act, to_cuda(grad), out.defined() ? to_cuda(out) : Tensor(), xd,
+                                   to_cuda(mean), to_cuda(invstd), to_cuda(weight), training, dxd, dwd, dbd);
+        CHECK_THAT(to_cpu(dxd), all_close(dx, 1e-4, 1e-4));
+        CHECK_THAT(to_cpu(dwd), all_close(dw, 1e-4, 1e-4));
+        CHECK_THAT(to_cpu(dbd), all_close(db, 1e-5, 1e-5));
+      }
     }
   }
 }

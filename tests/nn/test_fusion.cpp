@@ -93,3 +93,16 @@ TEST_CASE("sequential fusion: a training step needs no more memory than the unfu
   INFO("fused peak " << fused << " B, unfused peak " << unfused << " B");
   CHECK(fused <= unfused);
 }
+
+TEST_CASE("sequential fusion: BatchNorm2d + ReLU after a convolution runs as one batch_norm op") {
+  Generator gen(10);
+  Sequential net({std::make_shared<Conv2d>(Conv2dOptions{.in = 2, .out = 4, .kernel = 3, .padding = 1}, &gen),
+                  std::make_shared<BatchNorm2d>(4), std::make_shared<ReLU>()});
+  const Tensor x = randn({3, 2, 5, 5}, {}, &gen);
+  Tensor y = net(x);
+  CHECK(std::string(recorded_op(y)) == "batch_norm_act");
+  const auto [y_fused, g_fused] = run(net, x, true);
+  const auto [y_plain, g_plain] = run(net, x, false);
+  CHECK_THAT(y_fused, test::all_close(y_plain, 1e-5, 1e-6));
+  for (size_t i = 0; i < g_fused.size(); ++i) CHECK_THAT(g_fused[i], test::all_close(g_plain[i], 1e-4, 1e-5));
+}

@@ -209,3 +209,61 @@ TEST_CASE("fused ops backpropagate twice with retain_graph (the saved output is 
   CHECK(w.grad().to_vector<float>() == first);
   CHECK_THROWS_WITH(loss.backward(), Catch::Contains("retain_graph"));
 }
+
+TEST_CASE("batch_norm with a fused activation equals the activation of batch_norm", "[fused][batch_norm]") {
+  Generator gen(6);
+  for (const Shape& shape : {Shape{6, 4}, Shape{3, 4, 5, 3}}) {
+    const Tensor x = randn(shape, {}, &gen), w = randn({4}, {}, &gen), b = randn({4}, {}, &gen);
+    const Tensor rm = randn({4}, {}, &gen), rv = rand({4}, {}, &gen);
+    for (Activation act : kActivations) {
+      for (bool training : {true, false}) {
+        for (bool affine : {true, false}) {
+          const std::string what = std::string("batch_norm ") + shape_str(shape) + " " + activation_name(act) +
+                                   (training ? " training" : " eval") + (affine ? " affine" : "");
+          // Each side updates its own copy of the running stats; they must agree too.
+          Tensor rm_fused = rm.clone(), rv_fused = rv.clone(), rm_plain = rm.clone(), rv_plain = rv.clone();
+          require_same_as_unfused(
+              [&](const TensorList& t) {
+                return batch_norm(t[0], t[1], t[2], rm_fused, rv_fused, training, 0.1, 1e-5, act);
+              },
+              [&](const TensorList& t) {
+                return activate(batch_norm(t[0], t[1], t[2], rm_plain, rv_plain, training, 0.1, 1e-5), act);
+              },
+              {x, affine ? w : Tensor(), affine ? b : Tensor()}, 1e-5, what);
+          require_close(rm_fused, rm_plain, 0, 0, what + ": running_mean");
+          require_close(rv_fused, rv_plain, 0, 0, what + ": running_var");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fused batch_norm gradcheck in f64 for every activation, training and eval", "[fused][batch_norm][gradcheck]") {
+  Generator gen(8);
+  auto f64 = [&](const Shape& s) { return randn(s, {.dtype = DType::f64}, &gen); };
+  const Tensor rm = f64({3}), rv = add(rand({3}, {.dtype = DType::f64}, &gen), 0.5);
+  for (Activation act : kActivations) {
+    for (bool training : {true, false}) {
+      INFO(activation_name(act) << (training ? " training" : " eval"));
+      auto r = gradcheck(
+          [&](const TensorList& t) {
+            Tensor m = rm.clone(), v = rv.clone();  // the same stats in every evaluation
+            return batch_norm(t[0], t[1], t[2], m, v, training, 0.1, 1e-5, act);
+          },
+          {f64({4, 3, 2, 2}), f64({3}), f64({3})});
+      INFO(r.report);
+      REQUIRE(r.ok);
+    }
+  }
+}
+
+TEST_CASE("batch_norm_backward with an activation needs the activated output", "[fused][batch_norm][errors]") {
+  const Tensor x = randn({4, 3}), g = randn({4, 3}), mean = zeros({3}), invstd = ones({3});
+  CHECK_THAT(error_of([&] { batch_norm_backward(g, x, {}, mean, invstd, true, true, true, true, Activation::relu); }),
+             Catch::Contains("batch_norm_backward") && Catch::Contains("activated output") &&
+                 Catch::Contains("relu") && Catch::Contains("none"));
+  CHECK_THAT(error_of([&] {
+               batch_norm_backward(g, x, {}, mean, invstd, true, true, true, true, Activation::tanh, randn({3, 4}));
+             }),
+             Catch::Contains("(4, 3)") && Catch::Contains("(3, 4)"));
+}
