@@ -29,7 +29,11 @@ def rand(*shape, scale=1.0):
     return (torch.randn(*shape, dtype=torch.float64) * scale).requires_grad_()
 
 
-def batch_norm_case(case, shape):
+ACTIVATIONS = {None: lambda y: y, "relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+
+def batch_norm_case(case, shape, act=None):
+    """act: ember's fused activation, applied after batch_norm here."""
     c = shape[1]
     x = rand(*shape, scale=2.0)
     x.data += 3.0  # a mean away from zero
@@ -40,7 +44,7 @@ def batch_norm_case(case, shape):
     put(case, x=x, weight=w, bias=b, running_mean=rm0, running_var=rv0, grad=grad)
     for mode, training in (("train", True), ("eval", False)):
         rm, rv = rm0.clone(), rv0.clone()
-        y = F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.1, eps=1e-5)
+        y = ACTIVATIONS[act](F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.1, eps=1e-5))
         dx, dw, db = torch.autograd.grad((y * grad).sum(), (x, w, b))
         put(f"{case}.{mode}", y=y, dx=dx, dweight=dw, dbias=db, running_mean=rm, running_var=rv)
 
@@ -79,6 +83,10 @@ softmax_case("sm_first", (4, 6), 0)
 cross_entropy_case("ce", (6, 5), [0, 4, 2, -100, 1, 3], 0.0)
 cross_entropy_case("ce_smooth", (6, 5), [0, 4, 2, -100, 1, 3], 0.1)
 cross_entropy_case("ce_4d", (2, 4, 3, 3), [[[0, 1, 2], [3, 3, 0], [1, -100, 2]], [[2, 2, 1], [0, 3, 3], [1, 0, 2]]], 0.2)
+# Fused batch norm + activation; drawn last, so the cases above keep their values.
+batch_norm_case("bn2d_tanh", (6, 4), "tanh")
+batch_norm_case("bn4d_relu", (3, 4, 5, 5), "relu")
+batch_norm_case("bn4d_sigmoid", (2, 3, 4, 4), "sigmoid")
 
 DTYPES = {np.dtype(np.float64): "F64", np.dtype(np.int64): "I64"}
 

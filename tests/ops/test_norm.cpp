@@ -1,5 +1,6 @@
-// batch_norm: PyTorch fixtures (forward, gradients, updated running stats) in training and
-// evaluation for 2-D and 4-D inputs, f64 gradchecks, and the errors a user can cause.
+// batch_norm: PyTorch fixtures (forward, gradients, updated running stats; plain and with a fused
+// activation) in training and evaluation for 2-D and 4-D inputs, f64 gradchecks, and the errors
+// a user can cause.
 #include "ops/nn_fixtures.h"
 #include "support/test_support.h"
 
@@ -14,15 +15,16 @@ struct BnRun {
   Tensor y, dx, dweight, dbias, running_mean, running_var;
 };
 
-// Runs the fixture case `c` ("bn2d", "bn4d") in `mode` ("train"/"eval") in `dtype`.
-BnRun run_fixture(const std::string& c, const std::string& mode, DType dtype) {
+// Runs the fixture case `c` ("bn2d", "bn4d", "bn4d_relu", ...) in `mode` ("train"/"eval") in
+// `dtype`, with the fused activation the case was made with.
+BnRun run_fixture(const std::string& c, const std::string& mode, DType dtype, Activation act) {
   Tensor x = nn_fixture(c + ".x").to(dtype).requires_grad_();
   Tensor w = nn_fixture(c + ".weight").to(dtype).requires_grad_();
   Tensor b = nn_fixture(c + ".bias").to(dtype).requires_grad_();
   BnRun r;
   r.running_mean = nn_fixture(c + ".running_mean").to(dtype);
   r.running_var = nn_fixture(c + ".running_var").to(dtype);
-  r.y = batch_norm(x, w, b, r.running_mean, r.running_var, mode == "train", 0.1, 1e-5);
+  r.y = batch_norm(x, w, b, r.running_mean, r.running_var, mode == "train", 0.1, 1e-5, act);
   sum(mul(r.y, nn_fixture(c + ".grad").to(dtype))).backward();
   r.dx = x.grad();
   r.dweight = w.grad();
@@ -30,9 +32,10 @@ BnRun run_fixture(const std::string& c, const std::string& mode, DType dtype) {
   return r;
 }
 
-void check_against_fixture(const std::string& c, const std::string& mode, DType dtype, double tol) {
+void check_against_fixture(const std::string& c, const std::string& mode, DType dtype, double tol,
+                           Activation act = Activation::none) {
   INFO(c << " " << mode << " " << dtype_name(dtype));
-  BnRun r = run_fixture(c, mode, dtype);
+  BnRun r = run_fixture(c, mode, dtype, act);
   const std::string p = c + "." + mode + ".";
   require_close(r.y, nn_fixture(p + "y"), tol);
   require_close(r.dx, nn_fixture(p + "dx"), tol);
@@ -54,6 +57,16 @@ TEST_CASE("batch_norm matches PyTorch in training and evaluation, 2-D and 4-D") 
     for (const char* mode : {"train", "eval"}) {
       check_against_fixture(c, mode, DType::f64, 1e-10);
       check_against_fixture(c, mode, DType::f32, 2e-5);  // f32 storage, double accumulation
+    }
+}
+
+TEST_CASE("batch_norm with a fused activation matches PyTorch's batch_norm then activation") {
+  const std::pair<const char*, Activation> cases[] = {
+      {"bn2d_tanh", Activation::tanh}, {"bn4d_relu", Activation::relu}, {"bn4d_sigmoid", Activation::sigmoid}};
+  for (const auto& [c, act] : cases)
+    for (const char* mode : {"train", "eval"}) {
+      check_against_fixture(c, mode, DType::f64, 1e-10, act);
+      check_against_fixture(c, mode, DType::f32, 2e-5, act);
     }
 }
 
