@@ -157,4 +157,10 @@ T* Tensor::data() const {
   return static_cast<T*>(raw_data());
 }
 
+// t.data<T>(), or null for an undefined tensor: the pointer of a kernel's optional operand.
+template <class T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 }  // namespace ember

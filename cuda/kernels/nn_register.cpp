@@ -13,9 +13,6 @@
 namespace ember::cuda::nn {
 namespace {
 
-template <class T>
-T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 // An uninitialised device tensor on t's device, from the caching allocator.
 Tensor device_buffer(const Tensor& like, int64_t elements, DType dtype) {
   return Tensor::empty({elements}, {.dtype = dtype, .device = like.device()});

@@ -23,11 +23,6 @@ __global__ void adam_update(AdamStep s, int64_t n, T* __restrict__ p, const T* _
     adam_rule<T>(s, p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
 }
 
-template <class T>
-T* maybe(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 void sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer) {
@@ -35,7 +30,7 @@ void sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad, const T
     const int64_t n = param.numel();
     if (n == 0) return;
     launch<sgd_update<T>>(blocks_for(n, kThreads), kThreads, 0, Stream{}, s, n, param.data<T>(), grad.data<T>(),
-                               maybe<T>(momentum_buffer));
+                               data_or_null<T>(momentum_buffer));
   });
 }
 
@@ -45,7 +40,7 @@ void adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad, const
     const int64_t n = param.numel();
     if (n == 0) return;
     launch<adam_update<T>>(blocks_for(n, kThreads), kThreads, 0, Stream{}, s, n, param.data<T>(), grad.data<T>(),
-                                exp_avg.data<T>(), exp_avg_sq.data<T>(), maybe<T>(max_exp_avg_sq));
+                                exp_avg.data<T>(), exp_avg_sq.data<T>(), data_or_null<T>(max_exp_avg_sq));
   });
 }
 

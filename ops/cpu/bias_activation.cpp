@@ -82,8 +82,8 @@ void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y,
                               const Tensor& db) {
   dispatch_float(dy.dtype(), "bias_activation_backward", [&]<class T>(TypeTag<T>) {
     const int64_t outer = dy.size(0), C = dy.size(1), inner = dy.size(2);
-    const T* yp = y.defined() ? y.data<T>() : nullptr;
-    T* dzp = dz.defined() ? dz.data<T>() : nullptr;
+    const T* yp = data_or_null<T>(y);
+    T* dzp = data_or_null<T>(dz);
     visit_activation(act, [&](auto fn) {
       if (!db.defined()) {
         if (dzp) mask_only(fn, dy.numel(), dy.data<T>(), yp, dzp);

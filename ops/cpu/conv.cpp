@@ -180,7 +180,7 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
   const T* xp = x.data<T>();
   const T* wp = w.data<T>();
-  const T* bp = b.defined() ? b.data<T>() : nullptr;
+  const T* bp = data_or_null<T>(b);
   T* yp = y.data<T>();
   // Tasks are (image, group, row slice): slices write disjoint output columns.
   const int64_t images_groups = std::max<int64_t>(g.batch * G, 1);

@@ -24,9 +24,6 @@ void for_channel(const T* base, const Planes& p, int64_t c, F&& f) {
   for (int64_t n = 0; n < p.N; ++n) f(base + (n * p.C + c) * p.S, p.S);
 }
 
-template <class T>
-const T* optional_data(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
@@ -37,8 +34,8 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
                     const Tensor& dbias) {
   const Planes p = planes_of(x);
   const T *gd = grad.data<T>(), *xd = x.data<T>(), *md = mean.data<T>(), *id = invstd.data<T>();
-  const T* w = optional_data<T>(weight);
-  const T* yd = optional_data<T>(y);
+  const T* w = data_or_null<T>(weight);
+  const T* yd = data_or_null<T>(y);
   // The gradient of the normalised value at i: grad itself, or through the activation.
   auto g_at = [&](int64_t i) { return Fn::kIdentity ? gd[i] : fn.backward(gd[i], yd[i]); };
   // Per channel: sum(grad) and sum(grad * xhat).
@@ -95,8 +92,8 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
     const T* xd = x.data<T>();
     T* md = mean.data<T>();
     T* id = invstd.data<T>();
-    T* rm = running_mean.defined() ? running_mean.data<T>() : nullptr;
-    T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
+    T* rm = data_or_null<T>(running_mean);
+    T* rv = data_or_null<T>(running_var);
     const double m = double(p.count());
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
@@ -128,7 +125,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     const Planes p = planes_of(x);
     // y = x * scale[c] + shift[c]
     std::vector<T> scale(size_t(p.C)), shift(size_t(p.C));
-    const T *md = mean.data<T>(), *id = invstd.data<T>(), *w = optional_data<T>(weight), *b = optional_data<T>(bias);
+    const T *md = mean.data<T>(), *id = invstd.data<T>(), *w = data_or_null<T>(weight), *b = data_or_null<T>(bias);
     for (int64_t c = 0; c < p.C; ++c) {
       scale[size_t(c)] = id[c] * (w ? w[c] : T(1));
       shift[size_t(c)] = (b ? b[c] : T(0)) - md[c] * scale[size_t(c)];

@@ -9,17 +9,13 @@ namespace {
 // chunking overhead stays invisible.
 constexpr int64_t kGrain = 1 << 14;
 
-template <class T>
-T* maybe(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
 }  // namespace
 
 void sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer) {
   dispatch_float(param.dtype(), "SGD", [&]<class T>(TypeTag<T>) {
     T* p = param.data<T>();
     const T* g = grad.data<T>();
-    T* b = maybe<T>(momentum_buffer);
+    T* b = data_or_null<T>(momentum_buffer);
     parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) sgd_rule<T>(s, p[i], g[i], b ? b + i : nullptr);
     });
@@ -33,7 +29,7 @@ void adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad, const
     const T* g = grad.data<T>();
     T* m = exp_avg.data<T>();
     T* v = exp_avg_sq.data<T>();
-    T* vmax = maybe<T>(max_exp_avg_sq);
+    T* vmax = data_or_null<T>(max_exp_avg_sq);
     parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) adam_rule<T>(s, p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
     });
