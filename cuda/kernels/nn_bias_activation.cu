@@ -66,8 +66,7 @@ __global__ void column_kernel(Act act, int64_t outer, int64_t C, const T* dy, co
 
 // dz = act'(y) * dy elementwise, when no bias gradient is wanted.
 template <class T, class Act>
-__global__ void mask_kernel(Act act, int64_t n, const T* dy, const T* __restrict__ y,
-                            T* dz) {
+__global__ void mask_kernel(Act act, int64_t n, const T* dy, const T* __restrict__ y, T* dz) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
     dz[i] = act.backward(dy[i], y[i]);
 }

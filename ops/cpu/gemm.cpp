@@ -1,7 +1,5 @@
 #include "ops/cpu/gemm.h"
 
-#include <type_traits>
-
 #include <Eigen/Core>
 
 #include "core/parallel.h"
@@ -37,7 +35,7 @@ void gemm_rows(int64_t r0, int64_t r1, int64_t N, int64_t K, T alpha, const T* A
 template <class T>
 void activate_rows(Activation act, int64_t r0, int64_t r1, int64_t N, T* C, int64_t ldc) {
   visit_activation(act, [&](auto fn) {
-    if constexpr (!std::is_same_v<decltype(fn), ActivationFn<Activation::none>>) {
+    if constexpr (!decltype(fn)::kIdentity) {
       for (int64_t r = r0; r < r1; ++r) {
         T* row = C + r * ldc;
         for (int64_t j = 0; j < N; ++j) row[j] = fn(row[j]);
