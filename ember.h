@@ -8,7 +8,8 @@
 //   std::cout << w.grad() << "\n";
 #pragma once
 
-#include "autograd/autograd.h"
+#include "autograd/engine.h"
+#include "autograd/graph.h"
 #include "autograd/gradcheck.h"
 #include "core/allocator.h"
 #include "core/error.h"

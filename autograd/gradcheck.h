@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "autograd/autograd.h"
+#include "autograd/engine.h"
 
 namespace ember::autograd {
 

@@ -1,5 +1,6 @@
-// The autograd half of Tensor's methods (see core/tensor.h).
-#include "autograd/autograd.h"
+// The autograd half of Tensor's methods (see core/tensor.h); backward() is the engine's
+// (autograd/engine.cpp).
+#include "autograd/graph.h"
 
 namespace ember {
 
@@ -44,10 +45,6 @@ void Tensor::set_grad(const Tensor& grad) const {
 
 void Tensor::zero_grad() const {
   if (AutogradMeta* m = autograd_meta()) m->grad = Tensor();
-}
-
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  autograd::run_backward(*this, grad, retain_graph);
 }
 
 Tensor Tensor::detach() const { return view_of(*this, shape(), strides(), offset()); }

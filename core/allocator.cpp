@@ -10,7 +10,6 @@
 
 #include "core/caching_allocator.h"
 #include "core/error.h"
-#include "cuda/runtime.h"
 
 namespace ember {
 
@@ -125,6 +124,7 @@ std::unique_ptr<Allocator> make_allocator(std::unique_ptr<RawAllocator> raw) {
 
 namespace {
 std::atomic<Allocator*> g_cuda_allocator{nullptr};
+std::atomic<DeviceInitializer> g_cuda_initializer{nullptr};
 
 Allocator& cpu_allocator() {
   // Leaked on purpose: tensors in static objects may be freed after main returns.
@@ -133,6 +133,11 @@ Allocator& cpu_allocator() {
 }
 }  // namespace
 
+void set_device_initializer(DeviceType type, DeviceInitializer init) {
+  EMBER_CHECK(type == DeviceType::cuda, "set_device_initializer: only the cuda device has an initializer");
+  g_cuda_initializer.store(init);
+}
+
 void register_allocator(DeviceType type, Allocator* allocator) {
   EMBER_CHECK(type == DeviceType::cuda, "register_allocator: only the cuda allocator can be replaced");
   g_cuda_allocator.store(allocator);
@@ -140,8 +145,11 @@ void register_allocator(DeviceType type, Allocator* allocator) {
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
+  static std::once_flag initialized;  // Note [Device initializers]
+  std::call_once(initialized, [] {
+    if (DeviceInitializer init = g_cuda_initializer.load()) init();
+  });
   Allocator* a = g_cuda_allocator.load();
-  if (!a && cuda::init()) a = g_cuda_allocator.load();  // first use of the device
   EMBER_CHECK(a != nullptr, "device ", device,
               " is not available: this build of ember has no CUDA backend or no GPU is visible");
   return *a;

@@ -123,9 +123,16 @@ class PassThroughAllocator final : public Allocator {
 // `cuda` device in a build without CUDA, or with no GPU visible).
 Allocator& allocator_for(Device device);
 
-// Installs the allocator for a device type (the CUDA layer does this when it initialises).
-// The allocator must live until the process ends.
+// Installs the allocator for a device type (the CUDA runtime layer does this when it
+// initialises). The allocator must live until the process ends.
 void register_allocator(DeviceType type, Allocator* allocator);
+
+// Note [Device initializers]: core knows no backend. A backend registers a function that
+// initialises its device type (and registers its allocator); allocator_for() runs it once, the
+// first time that device type is asked for, and it returns whether the device is available.
+// The op layer registers the CUDA backend's (ops/dispatch.cpp, Note [Lazy CUDA backend]).
+using DeviceInitializer = bool (*)();
+void set_device_initializer(DeviceType type, DeviceInitializer init);
 
 // The allocator ember uses over `raw`: the caching allocator, or a PassThroughAllocator when
 // caching_disabled(). Every device's allocator is made here.

@@ -7,8 +7,8 @@
 #         (cuda/sim/) and run on CPU threads; the `cuda` device is always available.
 #   OFF:  no CUDA backend; `cuda` reports itself unavailable.
 #
-# Included by the top-level CMakeLists.txt before target `ember` exists; cuda/CMakeLists.txt
-# adds the sources and compile definitions afterwards.
+# Included by the top-level CMakeLists.txt before any target exists; cuda/CMakeLists.txt builds
+# the runtime layer and ops/CMakeLists.txt the kernels (ops/cuda/*.cu).
 string(TOUPPER "${EMBER_CUDA}" EMBER_CUDA)
 if(NOT EMBER_CUDA MATCHES "^(AUTO|ON|SIM|OFF)$")
   message(FATAL_ERROR "EMBER_CUDA must be AUTO, ON, SIM or OFF, got '${EMBER_CUDA}'")
@@ -58,12 +58,12 @@ endif()
 message(STATUS "ember: EMBER_CUDA=${EMBER_CUDA}${_ember_cuda_note} -> CUDA backend: ${EMBER_CUDA_MODE}")
 
 # ---- shared settings of every target that compiles kernel sources ----------------------------
-# ember_cuda_language: include path, EMBER_CUDA_REAL / EMBER_CUDA_SIM, warnings and nvcc flags.
+# ember_cuda_language: EMBER_CUDA_REAL / EMBER_CUDA_SIM, warnings and nvcc flags (each target
+# brings its own include path: a layer's view, Note [Layers] in the top-level CMakeLists.txt).
 # ember_add_cuda_sources(<target> <files.cu>...): adds kernel files to a target; in SIM mode
 # they are compiled as C++ (`-x c++`) against the simulator.
 if(NOT EMBER_CUDA_MODE STREQUAL "NONE")
   add_library(ember_cuda_language INTERFACE)
-  target_include_directories(ember_cuda_language INTERFACE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(ember_cuda_language INTERFACE EMBER_CUDA_${EMBER_CUDA_MODE}=1)
   target_compile_options(ember_cuda_language INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>

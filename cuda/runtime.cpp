@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "cuda/kernels.h"
 #include "cuda/platform.h"
 
 namespace ember::cuda {
@@ -89,7 +88,6 @@ bool init() {
     // Leaked on purpose: tensors in static objects may be freed after main returns.
     if (!is_available()) return;
     register_allocator(DeviceType::cuda, make_allocator(make_raw_allocator()).release());
-    register_cuda_kernels();
   });
   return is_available();
 }

@@ -30,7 +30,9 @@ std::string_view backend_name();
 bool is_available();
 
 // Registers the cuda allocator (caching, over CudaRawAllocator) on the first call; returns
-// is_available(). Call before allocator_for(Device::cuda()). Thread-safe.
+// is_available(). Thread-safe. Programs need not call it: the first cuda tensor does, through
+// the op layer's device initializer (Note [Lazy CUDA backend] in ops/dispatch.cpp), which also
+// binds the CUDA kernels.
 bool init();
 
 int device_count();  // 0 when unavailable

@@ -1,6 +1,6 @@
 #include "losses/cross_entropy.h"
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 

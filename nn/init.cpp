@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/creation.h"
 

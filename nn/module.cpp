@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/creation.h"
 

@@ -4,7 +4,7 @@
 //   Tensor h = dropout(x, 0.5, /*training=*/true);          // default generator
 //   Generator g(7); Tensor a = dropout(x, 0.1, true, &g);   // reproducible mask
 //
-// The mask comes from counter-based Philox (core/rng.h; layout in ops/cpu/nn_kernels.h), so
+// The mask comes from counter-based Philox (core/rng.h; layout in ops/cpu/dropout.cpp), so
 // one seed gives one mask on every backend. Note [Dropout backward]: the backward regenerates
 // the mask from the (seed, first block) the forward used instead of storing it: that costs one
 // Philox block per four elements, which is cheaper than reading a stored mask back and saves

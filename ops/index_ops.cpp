@@ -1,6 +1,6 @@
 #include "ops/index_ops.h"
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 

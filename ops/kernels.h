@@ -1,75 +1,233 @@
-// Every device kernel the op layer calls, as a DeviceKernel: the CPU implementation is bound in
-// ops/kernels.cpp, the CUDA layer binds its own with set_cuda() when it initialises.
-// The contracts are those of ops/cpu/kernels.h.
+// Every device kernel of the op layer: its contract, its CPU implementation (namespace cpu,
+// defined in ops/cpu/<family>.cpp) and its stub, a DeviceKernel whose type is the CPU
+// function's: the signature is written once, here. Ops call the stub with the device to run on:
+//
+//   unary_kernel(x.device(), UnaryOp::exp, x, y);   // cpu::unary, or the CUDA function bound to it
+//
+// The CUDA implementations live in ops/cuda/<family>.cu (same family names) and are bound with
+// `ember::unary_kernel.set_cuda(...)`, which only accepts a function of the same signature
+// (ops/cuda/register.h). Each kernel writes into preallocated outputs; shape checks and autograd
+// live in the ops. Contracts use the op-layer names: x, a, b inputs; out output; all tensors
+// contiguous and of one floating dtype (f32 or f64) unless a contract says otherwise;
+// "undefined" means a default-constructed Tensor; `g` is the geometry the op computed
+// (ops/conv_geometry.h).
 #pragma once
 
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "ops/cpu/conv_kernels.h"
-#include "ops/cpu/kernels.h"
-#include "ops/cpu/nn_kernels.h"
+#include "ops/activation_rules.h"
+#include "ops/conv_geometry.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise_functors.h"
+#include "ops/optim_rules.h"
+#include "ops/reduce_op.h"
+
+namespace ember::cpu {
+
+// ---- elementwise (elementwise.cpp) --------------------------------------------------------
+// x: any shape, broadcast to out's shape; out: same dtype as x.
+void unary(UnaryOp op, const Tensor& x, const Tensor& out);
+// a, b: broadcast to out's shape; all three the same dtype.
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+// a, b: same dtype, broadcast to out; out: bool.
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+// cond: bool; a, b, out: one dtype; all broadcast to out.
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+// src broadcast to dst's shape, converted to dst's dtype.
+void copy(const Tensor& src, const Tensor& dst);
+void fill(const Tensor& out, double value);
+
+// ---- creation and random (fill.cpp) ---------------------------------------------------------
+// out (contiguous, 1-D numel n): out[i] = start + i * step.
+void arange(const Tensor& out, double start, double step);
+// out contiguous f32/f64: uniform [low, high) / normal (mean, std) from Philox blocks starting
+// at `first_block` of `gen`.
+void uniform(const Tensor& out, const Generator& gen, uint64_t first_block, double low, double high);
+void normal(const Tensor& out, const Generator& gen, uint64_t first_block, double mean, double std);
+// out contiguous i64/i32: integers in [low, high).
+void randint(const Tensor& out, const Generator& gen, uint64_t first_block, int64_t low, int64_t high);
+
+// ---- reductions (reduce.cpp) --------------------------------------------------------------
+// x: (outer, R, inner) any strides -> out: (outer, inner) contiguous, same dtype.
+void reduce(ReduceOp op, const Tensor& x, const Tensor& out);
+// x: (outer, R, inner) -> values (outer, inner) same dtype, indices (outer, inner) i64.
+// First index wins ties; NaN counts as the largest (and smallest) value.
+void arg_reduce(bool is_max, const Tensor& x, const Tensor& values, const Tensor& indices);
+
+// ---- linear algebra (matmul.cpp) ------------------------------------------------------------
+// a: (B, M, K), b: (B, K, N) any strides (stride 0 batches allowed) -> out: (B, M, N) contiguous.
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// ---- indexing (index.cpp) -----------------------------------------------------------------
+// x: (outer, n, inner), index: (k) i64 -> out: (outer, k, inner) contiguous.
+void index_select(const Tensor& x, const Tensor& index, const Tensor& out);
+// out: (outer, n, inner) contiguous, index: (k), src: (outer, k, inner): out[:, index[j], :] += src[:, j, :].
+void index_add(const Tensor& out, const Tensor& index, const Tensor& src);
+// Along `dim`: out[..., i, ...] = x[..., index[..., i, ...], ...]; index i64 of out's shape.
+void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+// out[..., index[..., i, ...], ...] += src[..., i, ...] along dim; index and src of one shape.
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- optimizer steps (optim.cpp) -----------------------------------------------------------
+// param, grad and the state buffers: contiguous, one shape and dtype (f32/f64); undefined
+// buffers are absent (no momentum, no amsgrad). Updates param and the buffers in place.
+void sgd_step(const SgdStep& step, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer);
+void adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
+
+// ---- batch norm (norm.cpp) ------------------------------------------------------------------
+// x: (N, C, S) contiguous f32/f64 -> mean, invstd: (C) contiguous, x's dtype:
+//   mean[c] = mean of x[:, c, :], invstd[c] = 1 / sqrt(biased var + eps).
+// running_mean, running_var: (C) x's dtype, or both undefined; when defined they are updated
+// in place: running = (1 - momentum) * running + momentum * batch, with the unbiased variance.
+void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& running_mean, const Tensor& running_var);
+// x: (N, C, S) contiguous; mean, invstd: (C); weight, bias: (C) or undefined (1 and 0)
+// -> y: (N, C, S) contiguous: y = act((x - mean) * invstd * weight + bias).
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                      const Tensor& bias, Activation act, const Tensor& y);
+// grad, x: (N, C, S) contiguous; mean, invstd: (C) as used in the forward; weight: (C) or
+// undefined. Outputs (each may be undefined to skip it), with xhat = (x - mean) * invstd:
+//   dweight[c] = sum(grad * xhat), dbias[c] = sum(grad) over (N, S);
+//   dx = weight * invstd * (grad - [training] (dbias + xhat * dweight) / (N * S)).
+// training = false treats mean and invstd as constants (eval mode). With an activation, `grad`
+// is the gradient of the activated output `y` (N, C, S), and act'(y) * grad takes its place
+// above, computed on the fly in both passes (y is undefined when act is none).
+void batch_norm_backward(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
+                         const Tensor& dweight, const Tensor& dbias);
+
+// ---- softmax (softmax.cpp) --------------------------------------------------------------------
+// x: (outer, n, inner) contiguous f32/f64 -> y: same shape, contiguous; softmax over n, or
+// log-softmax when `log`. The row max is subtracted first, so huge logits stay finite.
+void softmax_forward(const Tensor& x, bool log, const Tensor& y);
+// grad, y: (outer, n, inner) contiguous, y the forward output -> dx: same shape:
+//   softmax:     dx = y * (grad - sum_n(grad * y))
+//   log_softmax: dx = grad - exp(y) * sum_n(grad)
+void softmax_backward(const Tensor& grad, const Tensor& y, bool log, const Tensor& dx);
+
+// ---- cross-entropy and NLL (cross_entropy.cpp) -----------------------------------------------
+// Note [Class targets]: target is i64 (N, S) contiguous; a row whose target is ignore_index
+// gets loss 0 and gradient 0 and is not counted; any other value outside [0, C) is an Error
+// naming the value and C.
+//
+// logits: (N, C, S) contiguous f32/f64, target: (N, S) -> losses: (N, S) and totals: (3) in
+// logits' dtype, lse: (N, S) f64 (Note [f64 lse] in cross_entropy.cpp). Per row r with
+// classes x_c and target t:
+//   lse = log(sum_c exp(x_c)),
+//   loss = lse - (1 - smoothing) * x_t - (smoothing / C) * sum_c x_c,
+//   totals = [sum of the losses, number of rows whose target is not ignore_index, sum / number]
+//   (the reductions, computed here so that a reduced loss costs no further kernel).
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, double smoothing, int64_t ignore_index,
+                           const Tensor& losses, const Tensor& lse, const Tensor& totals);
+// grad: (N, S) any strides (stride 0 for a broadcast scalar), logits' dtype; logits, target,
+// lse (f64) as above
+// -> dlogits: (N, C, S) contiguous:
+//   dlogits_c = grad * (exp(x_c - lse) - (1 - smoothing) * [c == t] - smoothing / C).
+void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& lse,
+                            double smoothing, int64_t ignore_index, const Tensor& dlogits);
+// log_probs: (N, C, S) contiguous, target: (N, S) -> losses: (N, S) = -log_probs[t], totals: (3)
+// as for cross_entropy_forward.
+void nll_loss_forward(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, const Tensor& losses,
+                      const Tensor& totals);
+// grad: (N, S) any strides -> dlog_probs: (N, C, S) contiguous, -grad at the target, 0 elsewhere.
+void nll_loss_backward(const Tensor& grad, const Tensor& target, int64_t ignore_index, const Tensor& dlog_probs);
+
+// ---- dropout (dropout.cpp) -----------------------------------------------------------------------
+// x: contiguous f32/f64 -> y: contiguous, same shape. Element i is kept when
+// uniform_float(word i % 4 of Philox block first_block + i / 4) >= p, and then scaled by
+// 1 / (1 - p); otherwise it is 0. Requires 0 <= p < 1. Applying it to the gradient with the
+// same (gen, first_block) is the backward.
+void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double p, const Tensor& y);
+
+// ---- convolution (conv.cpp) -----------------------------------------------------------------
+// x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
+// = act(conv + b), activated block by block as the GEMM finishes it.
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                    const Tensor& y);
+// dy (N, Cout, Ho, Wo), w (Cout, Cin/groups, kH, kW) -> dx (N, Cin, H, W).
+void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
+// x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).
+void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
+
+// ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
+// dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over
+// outer and inner, in one pass. y and dz are undefined when act is none (dz would be dy); db is
+// undefined when no bias gradient is wanted. dz may be dy itself (each element is read before it
+// is written). The sums accumulate in double per channel.
+void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
+                              const Tensor& db);
+
+// ---- pooling (pool.cpp) ---------------------------------------------------------------------
+// x (planes, H, W) -> y (planes, Ho, Wo), indices (planes, Ho, Wo) i64: the flat index h * W + w
+// of each maximum in its input plane (padding never wins; NaN does, as in PyTorch).
+void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& indices);
+// dy, indices (planes, Ho, Wo) -> dx (planes, H, W): dx[p, indices[p, i]] += dy[p, i].
+void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx);
+// x (planes, H, W) -> y (planes, Ho, Wo): window means; the divisor counts padding cells when
+// count_include_pad (but never cells past the padded border).
+void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& x, const Tensor& y);
+// dy (planes, Ho, Wo) -> dx (planes, H, W).
+void avg_pool2d_backward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& dy, const Tensor& dx);
+// x (planes, H, W) -> y (planes, Ho, Wo); output cell (i, j) averages rows
+// [floor(i H / Ho), ceil((i + 1) H / Ho)) and the columns likewise (PyTorch's adaptive windows).
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
+// dy (planes, Ho, Wo) -> dx (planes, H, W).
+void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
+
+// ---- linear (linear.cpp) ----------------------------------------------------------------------
+// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (the bias is the GEMM's
+// initial C and the activation its epilogue, so neither costs a pass of its own).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
+
+}  // namespace ember::cpu
 
 namespace ember {
 
-extern DeviceKernel<void(UnaryOp, const Tensor&, const Tensor&)> unary_kernel;
-extern DeviceKernel<void(BinaryOp, const Tensor&, const Tensor&, const Tensor&)> binary_kernel;
-extern DeviceKernel<void(CompareOp, const Tensor&, const Tensor&, const Tensor&)> compare_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> where_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&)> copy_kernel;  // (src, dst)
-extern DeviceKernel<void(const Tensor&, double)> fill_kernel;
-extern DeviceKernel<void(const Tensor&, double, double)> arange_kernel;
-extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, double)> uniform_kernel;
-extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, double)> normal_kernel;
-extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, int64_t, int64_t)> randint_kernel;
-extern DeviceKernel<void(cpu::ReduceOp, const Tensor&, const Tensor&)> reduce_kernel;
-extern DeviceKernel<void(bool, const Tensor&, const Tensor&, const Tensor&)> arg_reduce_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> bmm_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_select_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&)> index_add_kernel;
-extern DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> gather_kernel;
-extern DeviceKernel<void(const Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel;
-
-// ---- neural-network kernels (contracts in ops/cpu/nn_kernels.h) ------------------------------
-extern DeviceKernel<void(const Tensor&, double, double, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
-    batch_norm_stats_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation,
-                         const Tensor&)>
-    batch_norm_apply_kernel;
-extern DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         const Tensor&, bool, const Tensor&, const Tensor&, const Tensor&)>
-    batch_norm_backward_kernel;
-extern DeviceKernel<void(const Tensor&, bool, const Tensor&)> softmax_forward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, bool, const Tensor&)> softmax_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, double, int64_t, const Tensor&, const Tensor&, const Tensor&)>
-    cross_entropy_forward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, int64_t, const Tensor&)>
-    cross_entropy_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&)> nll_loss_forward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> nll_loss_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Generator&, uint64_t, double, const Tensor&)> dropout_kernel;
-// Convolution, pooling, linear: contracts in ops/cpu/conv_kernels.h.
-extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)>
-    conv2d_forward_kernel;
-extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_input_grad_kernel;
-extern DeviceKernel<void(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> conv2d_weight_grad_kernel;
-extern DeviceKernel<void(Activation, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
-    bias_activation_backward_kernel;
-extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_forward_kernel;
-extern DeviceKernel<void(const Pool2dGeometry&, const Tensor&, const Tensor&, const Tensor&)> max_pool2d_backward_kernel;
-extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_forward_kernel;
-extern DeviceKernel<void(const Pool2dGeometry&, bool, const Tensor&, const Tensor&)> avg_pool2d_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_forward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&)> adaptive_avg_pool2d_backward_kernel;
-extern DeviceKernel<void(const Tensor&, const Tensor&, const Tensor&, Activation, const Tensor&)> linear_forward_kernel;
-
-// Optimizer steps: contracts in ops/cpu/kernels.h.
-extern DeviceKernel<void(const SgdStep&, const Tensor&, const Tensor&, const Tensor&)> sgd_step_kernel;
-extern DeviceKernel<void(const AdamStep&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>
-    adam_step_kernel;
+// ---- the stubs: <name>_kernel runs cpu::<name> or its CUDA binding --------------------------------
+EMBER_DEVICE_KERNEL(unary);
+EMBER_DEVICE_KERNEL(binary);
+EMBER_DEVICE_KERNEL(compare);
+EMBER_DEVICE_KERNEL(where);
+EMBER_DEVICE_KERNEL(copy);
+EMBER_DEVICE_KERNEL(fill);
+EMBER_DEVICE_KERNEL(arange);
+EMBER_DEVICE_KERNEL(uniform);
+EMBER_DEVICE_KERNEL(normal);
+EMBER_DEVICE_KERNEL(randint);
+EMBER_DEVICE_KERNEL(reduce);
+EMBER_DEVICE_KERNEL(arg_reduce);
+EMBER_DEVICE_KERNEL(bmm);
+EMBER_DEVICE_KERNEL(index_select);
+EMBER_DEVICE_KERNEL(index_add);
+EMBER_DEVICE_KERNEL(gather);
+EMBER_DEVICE_KERNEL(scatter_add);
+EMBER_DEVICE_KERNEL(sgd_step);
+EMBER_DEVICE_KERNEL(adam_step);
+EMBER_DEVICE_KERNEL(batch_norm_stats);
+EMBER_DEVICE_KERNEL(batch_norm_apply);
+EMBER_DEVICE_KERNEL(batch_norm_backward);
+EMBER_DEVICE_KERNEL(softmax_forward);
+EMBER_DEVICE_KERNEL(softmax_backward);
+EMBER_DEVICE_KERNEL(cross_entropy_forward);
+EMBER_DEVICE_KERNEL(cross_entropy_backward);
+EMBER_DEVICE_KERNEL(nll_loss_forward);
+EMBER_DEVICE_KERNEL(nll_loss_backward);
+EMBER_DEVICE_KERNEL(dropout);
+EMBER_DEVICE_KERNEL(conv2d_forward);
+EMBER_DEVICE_KERNEL(conv2d_input_grad);
+EMBER_DEVICE_KERNEL(conv2d_weight_grad);
+EMBER_DEVICE_KERNEL(bias_activation_backward);
+EMBER_DEVICE_KERNEL(max_pool2d_forward);
+EMBER_DEVICE_KERNEL(max_pool2d_backward);
+EMBER_DEVICE_KERNEL(avg_pool2d_forward);
+EMBER_DEVICE_KERNEL(avg_pool2d_backward);
+EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_forward);
+EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
+EMBER_DEVICE_KERNEL(linear_forward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
-// CUDA layer; null when there is only the CPU.
+// CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.
 using CrossDeviceCopy = void (*)(const Tensor& src, const Tensor& dst);
 void set_cross_device_copy(CrossDeviceCopy fn);
 CrossDeviceCopy cross_device_copy();

@@ -1,7 +1,7 @@
 // Every op, for code inside ember (users include ember.h).
 #pragma once
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/activation.h"
 #include "ops/creation.h"
 #include "ops/conv.h"

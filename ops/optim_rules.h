@@ -1,5 +1,5 @@
 // The per-element update rules of the optimizers, shared by the CPU loop (ops/cpu/optim.cpp)
-// and the CUDA kernel (cuda/kernels/optim.cu) so both compute PyTorch's expressions in the
+// and the CUDA kernel (ops/cuda/optim.cu) so both compute PyTorch's expressions in the
 // same order: scalars are computed in double by the caller, rounded to the parameter's dtype
 // once, then applied element by element.
 #pragma once

@@ -1,5 +1,5 @@
 // The values of one Philox block for each random draw, shared by the CPU (ops/cpu/fill.cpp) and
-// the CUDA kernels (cuda/kernels/fill.cu) so both produce the same numbers for one seed.
+// the CUDA kernels (ops/cuda/fill.cu) so both produce the same numbers for one seed.
 // Note [Philox layout] in ops/cpu/fill.cpp says which block each value comes from.
 //
 //   uint32_t w[4];

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -75,7 +75,7 @@ ReducePlan plan_reduce(const Tensor& x, const Dims& dims, bool keepdim, const ch
   return p;
 }
 
-Tensor reduce_forward(cpu::ReduceOp op, const Tensor& x, const ReducePlan& p) {
+Tensor reduce_forward(ReduceOp op, const Tensor& x, const ReducePlan& p) {
   Tensor out = Tensor::empty({p.view.size(0), p.view.size(2)}, x.options());
   reduce_kernel(x.device(), op, p.view, out);
   return out.view(p.out_shape);
@@ -86,7 +86,7 @@ Tensor expand_back(const Tensor& g, const Shape& keep_shape, const Shape& input_
   return g.reshape(keep_shape).expand(input_shape);
 }
 
-Tensor extreme(cpu::ReduceOp op, const char* name, const Tensor& x, const Dims& dims, bool keepdim) {
+Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Dims& dims, bool keepdim) {
   ReducePlan p = plan_reduce(x, dims, keepdim, name);
   EMBER_CHECK(p.count > 0, name, ": cannot reduce over an empty dim (input shape ", shape_str(x.shape()), ")");
   Tensor y = reduce_forward(op, x, p);
@@ -106,7 +106,7 @@ Tensor extreme(cpu::ReduceOp op, const char* name, const Tensor& x, const Dims& 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
   EMBER_CHECK(x.dtype() != DType::boolean, "sum: expected a numeric tensor, got bool (convert with .to(DType::i64))");
   ReducePlan p = plan_reduce(x, dims, keepdim, "sum");
-  Tensor y = reduce_forward(cpu::ReduceOp::sum, x, p);
+  Tensor y = reduce_forward(ReduceOp::sum, x, p);
   if (needs_grad(x))
     record("sum", {x}, y, [keep = p.keep_shape, shape = x.shape()](const Tensor& g) -> TensorList {
       return {expand_back(g, keep, shape)};
@@ -128,7 +128,7 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
   ReducePlan p = plan_reduce(x, dims, keepdim, "prod");
-  return reduce_forward(cpu::ReduceOp::prod, x, p);
+  return reduce_forward(ReduceOp::prod, x, p);
 }
 
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
@@ -154,10 +154,10 @@ Tensor stddev(const Tensor& x, const Dims& dims, int64_t correction, bool keepdi
 }
 
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
-  return extreme(cpu::ReduceOp::max, "amax", x, dims, keepdim);
+  return extreme(ReduceOp::max, "amax", x, dims, keepdim);
 }
 Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
-  return extreme(cpu::ReduceOp::min, "amin", x, dims, keepdim);
+  return extreme(ReduceOp::min, "amin", x, dims, keepdim);
 }
 Tensor max(const Tensor& x) { return amax(x); }
 Tensor min(const Tensor& x) { return amin(x); }

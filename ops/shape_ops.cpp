@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 

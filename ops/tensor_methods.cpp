@@ -1,5 +1,5 @@
 // The op-backed half of Tensor's methods (see core/tensor.h).
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 

@@ -12,7 +12,7 @@
 #include "ember.h"
 
 #if defined(EMBER_CUDA_REAL) || defined(EMBER_CUDA_SIM)
-#include "cuda/kernels/matmul.h"
+#include "ops/cuda/matmul.h"
 #include "cuda/runtime.h"
 #include "ops/cpu/gemm.h"
 #endif

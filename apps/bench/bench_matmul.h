@@ -1,4 +1,4 @@
-// `ember bench matmul`: the CUDA matmul kernels (cuda/kernels/matmul.h) on square f32 problems.
+// `ember bench matmul`: the CUDA matmul kernels (ops/cuda/matmul.h) on square f32 problems.
 //
 //   int status = ember::bench::bench_matmul(std::cout, {.sim = false});
 //

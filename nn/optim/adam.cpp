@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/kernels.h"
 #include "ops/creation.h"

@@ -1,6 +1,6 @@
 #include "nn/optim/clip_grad.h"
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/ops.h"
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/creation.h"
 

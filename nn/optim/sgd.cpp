@@ -1,6 +1,6 @@
 #include "nn/optim/sgd.h"
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/kernels.h"
 #include "ops/creation.h"

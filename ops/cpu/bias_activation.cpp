@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/conv_kernels.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/kernels.h"
 #include "ops/cpu/gemm.h"
 
 namespace ember::cpu {

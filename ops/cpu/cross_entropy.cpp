@@ -13,7 +13,7 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/cpu/nn_kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

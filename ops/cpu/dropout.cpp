@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/parallel.h"
-#include "ops/cpu/nn_kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 

@@ -1,5 +1,5 @@
 #include "core/error.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 #include "ops/cpu/loops.h"
 
 namespace ember::cpu {

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 #include "ops/random_functors.h"
 
 namespace ember::cpu {

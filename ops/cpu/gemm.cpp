@@ -3,7 +3,6 @@
 #include <Eigen/Core>
 
 #include "core/parallel.h"
-#include "ops/cpu/kernels.h"
 
 namespace ember::cpu {
 namespace {
@@ -75,33 +74,5 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const fl
                           int64_t, float, float*, int64_t, Activation);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                            int64_t, double, double*, int64_t, Activation);
-
-void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_float(a.dtype(), "matmul", [&]<class T>(TypeTag<T>) {
-    const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-    // The op layer guarantees each operand is row-major (unit column stride, row stride >= cols)
-    // or column-major (unit row stride, column stride >= rows) within a batch.
-    auto layout = [](const Tensor& t, int64_t cols, bool& trans, int64_t& ld) {
-      trans = !(t.stride(2) == 1 && t.stride(1) >= cols);
-      ld = trans ? t.stride(2) : t.stride(1);
-    };
-    bool ta, tb;
-    int64_t lda, ldb;
-    layout(a, K, ta, lda);
-    layout(b, N, tb, ldb);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = out.data<T>();
-    const int64_t sa = a.stride(0), sb = b.stride(0);
-    auto one = [&](int64_t i) {
-      gemm<T>(ta, tb, M, N, K, T(1), pa + i * sa, lda, pb + i * sb, ldb, T(0), pc + i * M * N, N);
-    };
-    if (B >= num_threads() && B > 1) {
-      parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) { for (int64_t i = b0; i < b1; ++i) one(i); });
-    } else {
-      for (int64_t i = 0; i < B; ++i) one(i);
-    }
-  });
-}
 
 }  // namespace ember::cpu

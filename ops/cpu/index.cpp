@@ -1,7 +1,7 @@
 // Indexing kernels. Indices are validated here, where they are read, so a bad index is an
 // Error naming the op, the index and the valid range rather than a stray memory access.
 #include "core/parallel.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

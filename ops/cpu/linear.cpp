@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/parallel.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/kernels.h"
 #include "ops/cpu/gemm.h"
 
 namespace ember::cpu {

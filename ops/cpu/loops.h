@@ -3,10 +3,6 @@
 //
 //   ElementwiseLayout L = make_layout(out, {&a, &b});
 //   cpu_elementwise<float, float, float>(L, [](float x, float y) { return x + y; });
-//
-// Note [Coalescing]: dims of size 1 are dropped and neighbouring dims that are laid out
-// back-to-back for every operand are merged, so a contiguous tensor of any rank becomes one
-// flat loop and a (N, C) + (C) broadcast becomes N rows of C unit-stride elements.
 #pragma once
 
 #include <array>
@@ -16,20 +12,9 @@
 
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/elementwise_layout.h"
 
 namespace ember::cpu {
-
-struct ElementwiseLayout {
-  static constexpr int kMaxOperands = 4;
-  int operands = 0;                             // [0] is the output
-  Shape shape;                                  // coalesced iteration shape
-  std::array<Strides, kMaxOperands> strides;    // in elements, 0 where broadcast
-  std::array<char*, kMaxOperands> data{};
-  int64_t numel = 0;
-  bool dense = false;                           // one unit-stride run for every operand
-};
-
-ElementwiseLayout make_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs);
 
 // Elements per chunk below which a loop is not worth splitting across threads.
 constexpr int64_t kElementwiseGrain = 32768;

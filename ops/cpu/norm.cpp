@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/nn_kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

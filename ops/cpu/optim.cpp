@@ -1,7 +1,7 @@
 // Optimizer steps on the CPU: one parallel loop per parameter applying the shared rule
 // (see Note [Fused updates] in nn/optim/optimizer.h).
 #include "core/parallel.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "core/parallel.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

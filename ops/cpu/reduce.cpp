@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -138,10 +138,7 @@ TEST_CASE("train mnist: bad configuration values are clear errors") {
 }
 
 TEST_CASE("train mnist: on cuda the run follows the CPU run") {
-  if (!cuda::is_available()) {
-    WARN("no cuda device in this build or process: skipped");
-    return;
-  }
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
   test::TempDir dir("train_mnist_cuda");
   write_synthetic_mnist(dir, 16, 8);  // tiny: on the simulator every kernel launch costs milliseconds
   TrainMnistConfig c = small_config(dir);

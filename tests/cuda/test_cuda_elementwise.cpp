@@ -1,4 +1,4 @@
-// The elementwise CUDA kernels (cuda/kernels/elementwise.cu, transpose.cu) against the CPU ops:
+// The elementwise CUDA kernels (ops/cuda/elementwise.cu, transpose.cu) against the CPU ops:
 // every op, broadcasting, non-contiguous operands, dtype conversions, transposed copies, and
 // moves between devices. Sizes are odd so that grid-stride loops and tiles end in partial blocks.
 #include "cuda_ops_support.h"

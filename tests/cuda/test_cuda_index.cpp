@@ -1,4 +1,4 @@
-// Indexing kernels on cuda (cuda/kernels/index.cu) against the CPU, including repeated indices
+// Indexing kernels on cuda (ops/cuda/index.cu) against the CPU, including repeated indices
 // (atomics), negative indices, non-contiguous operands, the single-thread u8 path, and
 // out-of-range indices reported as an Error without touching memory (Note [index checks]).
 #include "cuda_ops_support.h"

@@ -1,4 +1,4 @@
-// Random and creation kernels on cuda (cuda/kernels/fill.cu): for one seed the same numbers as
+// Random and creation kernels on cuda (ops/cuda/fill.cu): for one seed the same numbers as
 // the CPU (Note [Philox layout]): uniforms and integers bitwise, normals within 1e-6.
 #include "cuda_ops_support.h"
 

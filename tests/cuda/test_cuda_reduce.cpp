@@ -1,4 +1,4 @@
-// Reduction kernels on cuda (cuda/kernels/reduce.cu) against the CPU: the row kernel (warp per
+// Reduction kernels on cuda (ops/cuda/reduce.cu) against the CPU: the row kernel (warp per
 // row, block per row), the column kernel (inner > 1), every op and dtype, NaN and ties.
 // Note [Float accumulation] tolerance: the device sums f32 in f32 with a tree, the CPU in
 // double; for these sizes (<= 5000 terms of magnitude ~1) the relative difference stays below

@@ -2,7 +2,7 @@
 // (run on the SIMT simulator; small shapes, since every CUDA thread is an OS thread there).
 // Tolerances: f32 products of up to ~100 terms summed in another order, rtol 1e-4 / atol 1e-5;
 // f64 1e-12.
-#include "cuda/kernels/nn_kernels.h"
+#include "ops/cuda/conv.h"
 #include "nn_test_support.h"
 #include "support/test_support.h"
 
@@ -96,10 +96,10 @@ TEST_CASE("cuda conv2d split into chunks of images (small column budget) matches
   const ConvCase c{"chunked", {5, 2, 5, 4}, {3, 2, 3, 3}, 1, 1, 1, 1, true};
   const Conv2dGeometry g = conv2d_geometry(c.x, c.w, c.stride, c.padding, c.dilation, c.groups);
   struct RestoreBudget {
-    ~RestoreBudget() { cuda::nn::set_conv2d_column_budget(int64_t(128) << 20); }
+    ~RestoreBudget() { cuda::set_conv2d_column_budget(int64_t(128) << 20); }
   } restore;
-  cuda::nn::set_conv2d_column_budget(2 * cuda::nn::conv2d_column_elements(g) * int64_t(sizeof(float)));
-  REQUIRE(cuda::nn::conv2d_column_images(g, sizeof(float)) == 2);
+  cuda::set_conv2d_column_budget(2 * cuda::conv2d_column_elements(g) * int64_t(sizeof(float)));
+  REQUIRE(cuda::conv2d_column_images(g, sizeof(float)) == 2);
   check_conv(c, DType::f32, 1e-4, 1e-5);
 }
 

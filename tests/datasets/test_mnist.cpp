@@ -68,12 +68,9 @@ TEST_CASE("mnist: inconsistent files are rejected") {
 // Runs against the real data when it has been fetched (datasets/fetch_mnist.sh); the known
 // first labels of both data sets make it a check of the bytes, not just of the shapes.
 TEST_CASE("mnist: real MNIST and Fashion-MNIST when present") {
-  const char* root_env = std::getenv("EMBER_DATA_DIR");
-  const std::string root = root_env ? root_env : "/work/data";
-  if (!std::filesystem::exists(root + "/mnist/train-labels-idx1-ubyte")) {
-    WARN("no MNIST under " << root << "/mnist; skipped (fetch with datasets/fetch_mnist.sh)");
-    return;
-  }
+  const std::string root = test::mnist_data_root();
+  if (!std::filesystem::exists(root + "/mnist/train-labels-idx1-ubyte"))
+    EMBER_SKIP("no MNIST under " << root << "/mnist (fetch with datasets/fetch_mnist.sh)");
   const MnistSplit train = load_mnist_split(root + "/mnist", true);
   CHECK(train.images.dims == std::vector<int64_t>{60000, 28, 28});
   CHECK(std::vector<uint8_t>(train.labels.data.begin(), train.labels.data.begin() + 10) ==

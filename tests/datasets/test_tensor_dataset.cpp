@@ -48,12 +48,10 @@ TEST_CASE("tensor_dataset: TensorDataset checks its tensors") {
 }
 
 TEST_CASE("tensor_dataset: the real MNIST training split, when present") {
-  const char* dir = "/work/data/mnist";
-  if (!std::filesystem::exists(std::string(dir) + "/train-images-idx3-ubyte") &&
-      !std::filesystem::exists(std::string(dir) + "/train-images-idx3-ubyte.gz")) {
-    WARN("skipped: MNIST not found in " << dir << " (fetch it with datasets/fetch_mnist.sh)");
-    return;
-  }
+  const std::string dir = test::mnist_data_root() + "/mnist";
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte") &&
+      !std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz"))
+    EMBER_SKIP("MNIST not found in " << dir << " (fetch it with datasets/fetch_mnist.sh)");
   auto train = std::make_shared<MnistDataset>(dir, true);
   REQUIRE(train->size() == 60000);
   // The normalisation constants are the training set's own statistics.

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "datasets/data_loader.h"

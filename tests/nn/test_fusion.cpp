@@ -3,7 +3,7 @@
 // one, the same parameters and summary, and the fused op really is the one recorded.
 #include <catch2/catch.hpp>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "nn/nn.h"
 #include "ops/ops.h"
 #include "support/test_support.h"

@@ -4,7 +4,7 @@
 #include <functional>
 #include <memory>
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/adam.h"

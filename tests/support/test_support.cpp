@@ -1,6 +1,7 @@
 #include "support/test_support.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/safetensors.h"
@@ -86,6 +87,11 @@ void check_close(const Tensor& got, const Tensor& expected, double rtol, double 
 }
 
 std::string data_path(const std::string& file) { return std::string(EMBER_TEST_DATA_DIR) + "/" + file; }
+
+std::string mnist_data_root() {
+  const char* env = std::getenv("EMBER_DATA_DIR");
+  return env && *env ? env : EMBER_REPO_DATA_DIR;
+}
 
 Fixtures::Fixtures(const std::string& file) : file_(file) {
   SafetensorsFile f = read_safetensors(data_path(file));

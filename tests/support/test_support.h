@@ -49,6 +49,9 @@ void check_close(const Tensor& got, const Tensor& expected, double rtol = 1e-5, 
 // ---- fixtures ---------------------------------------------------------------------------------------
 // Absolute path of a file in tests/data/.
 std::string data_path(const std::string& file);
+// Where the data sets are fetched to: $EMBER_DATA_DIR, else the repository's data/ (the README's
+// `datasets/fetch_mnist.sh data/mnist`). Tests that need MNIST skip when it is not there.
+std::string mnist_data_root();
 
 // Every tensor of tests/data/<file> (a safetensors file), by name, as ember Tensors on the CPU.
 class Fixtures {
@@ -79,6 +82,17 @@ enum class Layout { contiguous, permuted, strided };
 // last dim (rank >= 1; a 0-d tensor is returned as a copy).
 Tensor relayout(const Tensor& x, Layout layout);
 const char* layout_name(Layout layout);
+
+// ---- skipping ---------------------------------------------------------------------------------------
+// Ends the running test case as skipped, saying why: CTest reports it under "did not run
+// (Skipped)" instead of as passed (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt matches the
+// marker). For the CUDA halves of tests in a build or process without a cuda device, and for
+// tests that need data that is not there.
+#define EMBER_SKIP(reason)                           \
+  do {                                               \
+    WARN("EMBER_TEST_SKIPPED: " << reason);          \
+    return;                                          \
+  } while (0)
 
 // ---- errors ---------------------------------------------------------------------------------------------
 // The message of the ember::Error that fn throws, or "(no error)"; for CHECK_THAT(error_of(...),
