@@ -27,7 +27,12 @@
 
 namespace ember::cuda {
 
+// CUDA's launch limits (checked by launch() below; kernels that tile a dimension split their
+// launches so as to stay inside them).
 constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr int64_t kMaxGridX = 2147483647;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kMaxGridZ = 65535;
 
 // Blocks of `per_block` threads needed to cover n items, clamped to [1, max_blocks] (a
 // grid-stride loop in the kernel covers the rest).
@@ -85,11 +90,10 @@ inline void check_launch_shape(std::string_view name, dim3 grid, dim3 block, siz
               ": expected 1 to ", kMaxThreadsPerBlock, " threads per block, got ", threads);
   EMBER_CHECK(block.x <= 1024 && block.y <= 1024 && block.z <= 64, launch_str(name, grid, block, shared_bytes),
               ": expected a block of at most (1024, 1024, 64), got (", block.x, ",", block.y, ",", block.z, ")");
-  EMBER_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 2147483647u && grid.y <= 65535 &&
-                  grid.z <= 65535,
-              launch_str(name, grid, block, shared_bytes),
-              ": expected a grid of 1 to (2147483647, 65535, 65535) blocks, got (", grid.x, ",", grid.y, ",", grid.z,
-              ")");
+  EMBER_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= kMaxGridX && grid.y <= kMaxGridY &&
+                  grid.z <= kMaxGridZ,
+              launch_str(name, grid, block, shared_bytes), ": expected a grid of 1 to (", kMaxGridX, ", ", kMaxGridY,
+              ", ", kMaxGridZ, ") blocks, got (", grid.x, ",", grid.y, ",", grid.z, ")");
 }
 
 [[noreturn]] inline void throw_launch_error(std::string_view name, dim3 grid, dim3 block, size_t shared_bytes,

@@ -1,17 +1,14 @@
 // 2-D pooling on the CPU. Every kernel works on whole (n, c) planes, one task per group of
 // planes, so the backward passes scatter into memory that only their own task writes: no
 // atomics, deterministic sums.
-//
-// Note [Separable windows]: a pooling window is the product of a row span and a column span.
-// Average pooling (fixed kernel, stride and padding) and adaptive average pooling (PyTorch's
-// start = floor(o * in / out), end = ceil((o + 1) * in / out)) differ only in how those spans
-// are computed, so they share one forward and one backward loop parameterised by the span rule.
+// Average windows follow Note [Separable windows] (ops/pool_windows.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/parallel.h"
 #include "ops/kernels.h"
+#include "ops/pool_windows.h"
 
 namespace ember::cpu {
 namespace {
@@ -26,29 +23,6 @@ void for_each_plane(int64_t planes, int64_t plane_elements, F&& fn) {
                  for (int64_t p = b; p < e; ++p) fn(p);
                });
 }
-
-// A window along one dim: the cells [begin, end) inside the input, and its length when the
-// padding cells count (the divisor of count_include_pad).
-struct Span {
-  int64_t begin, end, padded;
-};
-
-struct FixedSpans {  // kernel / stride / padding windows, as avg_pool2d defines them
-  int64_t kernel, stride, pad, size;
-  Span operator()(int64_t o) const {
-    const int64_t start = o * stride - pad;
-    const int64_t stop = std::min(start + kernel, size + pad);
-    return {std::max<int64_t>(start, 0), std::min(stop, size), stop - start};
-  }
-};
-
-struct AdaptiveSpans {  // PyTorch's adaptive windows: they tile the input, overlapping by < 1 cell
-  int64_t in, out;
-  Span operator()(int64_t o) const {
-    const int64_t begin = o * in / out, end = ((o + 1) * in + out - 1) / out;
-    return {begin, end, end - begin};
-  }
-};
 
 template <class T, class Spans>
 void average_forward(const Tensor& x, const Tensor& y, Spans rows, Spans cols, bool count_pad) {
@@ -65,7 +39,7 @@ void average_forward(const Tensor& x, const Tensor& y, Spans rows, Spans cols, b
         T sum = 0;
         for (int64_t h = r.begin; h < r.end; ++h)
           for (int64_t w = c.begin; w < c.end; ++w) sum += in[h * W + w];
-        const int64_t count = count_pad ? r.padded * c.padded : (r.end - r.begin) * (c.end - c.begin);
+        const int64_t count = window_count(r, c, count_pad);
         out[oh * Wo + ow] = count > 0 ? sum / T(count) : T(0);
       }
     }
@@ -85,7 +59,7 @@ void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols
       const Span r = rows(oh);
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Span c = cols(ow);
-        const int64_t count = count_pad ? r.padded * c.padded : (r.end - r.begin) * (c.end - c.begin);
+        const int64_t count = window_count(r, c, count_pad);
         if (count <= 0) continue;
         const T share = g[oh * Wo + ow] / T(count);
         for (int64_t h = r.begin; h < r.end; ++h)
@@ -124,26 +98,11 @@ void max_plane_2x2(const T* in, T* out, int64_t* idx, int64_t W, int64_t Ho, int
 
 template <class T>
 void max_plane(const Pool2dGeometry& g, const T* in, T* out, int64_t* idx) {
-  const int64_t H = g.in_h, W = g.in_w;
+  const FixedSpans rows = row_spans(g), cols = col_spans(g);
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
-    const int64_t h0 = std::max<int64_t>(oh * g.stride_h - g.pad_h, 0);
-    const int64_t h1 = std::min(oh * g.stride_h - g.pad_h + g.kernel_h, H);
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      const int64_t w0 = std::max<int64_t>(ow * g.stride_w - g.pad_w, 0);
-      const int64_t w1 = std::min(ow * g.stride_w - g.pad_w + g.kernel_w, W);
-      T best = -std::numeric_limits<T>::infinity();
-      int64_t arg = h0 * W + w0;
-      for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) {
-          const T v = in[h * W + w];
-          if (v > best || std::isnan(v)) {
-            best = v;
-            arg = h * W + w;
-          }
-        }
-      out[oh * g.out_w + ow] = best;
-      idx[oh * g.out_w + ow] = arg;
-    }
+    const Span r = rows(oh);
+    for (int64_t ow = 0; ow < g.out_w; ++ow)
+      window_max(in, g.in_w, r, cols(ow), out[oh * g.out_w + ow], idx[oh * g.out_w + ow]);
   }
 }
 
@@ -194,14 +153,14 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& x, const Tensor& y) {
-  const FixedSpans rows{g.kernel_h, g.stride_h, g.pad_h, g.in_h}, cols{g.kernel_w, g.stride_w, g.pad_w, g.in_w};
+  const FixedSpans rows = row_spans(g), cols = col_spans(g);
   dispatch_float(x.dtype(), "avg_pool2d", [&]<class T>(TypeTag<T>) {
     average_forward<T>(planes_view(x), planes_view(y), rows, cols, count_include_pad);
   });
 }
 
 void avg_pool2d_backward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& dy, const Tensor& dx) {
-  const FixedSpans rows{g.kernel_h, g.stride_h, g.pad_h, g.in_h}, cols{g.kernel_w, g.stride_w, g.pad_w, g.in_w};
+  const FixedSpans rows = row_spans(g), cols = col_spans(g);
   dispatch_float(dy.dtype(), "avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
     average_backward<T>(planes_view(dy), planes_view(dx), rows, cols, count_include_pad);
   });

@@ -23,7 +23,6 @@ namespace {
 constexpr int kTile = 32;        // output tile edge
 constexpr int kTileK = 16;       // depth of one shared-memory step
 constexpr int kThreadsEdge = 16;  // block (16, 16); each thread computes a 2x2 output patch
-constexpr int64_t kMaxGridZ = 65535;
 
 // args: see GemmArgs; grid (ceil(N / 32), ceil(M / 32), batch items from z_base).
 template <class T>

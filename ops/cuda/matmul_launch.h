@@ -7,12 +7,11 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "cuda/launch.h"
 #include "ops/cuda/matmul.h"
 
 namespace ember::cuda::detail {
 
-constexpr int64_t kMaxGridZ = 65535;
-constexpr int64_t kMaxGridY = 65535;
 
 // The kernels index rows, columns and k with int and put column tiles on grid.y.
 inline void check_gemm_shape(const char* launcher, const GemmShape& s, int64_t tile_n) {

@@ -7,55 +7,20 @@
 // (oh, ow) order the CPU's scatter uses. Max pooling adds dy where the saved index names
 // this pixel.
 //
-// Note [Separable windows] (as in ops/cpu/pool.cpp): an average window is a row span times a
-// column span; fixed (kernel, stride, padding) windows and PyTorch's adaptive windows differ
-// only in the span rule, so one forward and one backward kernel take the rule as a type.
+// Average windows follow Note [Separable windows] (ops/pool_windows.h): one forward and one
+// backward kernel take the span rule as a type.
 #include <algorithm>
 
 #include "core/tensor.h"
 #include "cuda/launch.h"
 #include "ops/cuda/register.h"
 #include "ops/kernels.h"
+#include "ops/pool_windows.h"
 
 namespace ember::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-// A window along one dim: cells [begin, end) inside the input; `padded` its length counting
-// padding cells (the count_include_pad divisor).
-struct Span {
-  int64_t begin, end, padded;
-};
-
-struct FixedSpans {
-  int64_t kernel, stride, pad, size, out;
-  __device__ Span operator()(int64_t o) const {
-    const int64_t start = o * stride - pad;
-    const int64_t stop = min(start + kernel, size + pad);
-    return {max(start, int64_t(0)), min(stop, size), stop - start};
-  }
-  // The outputs whose window may contain input cell i: [first, last].
-  __device__ int64_t first(int64_t i) const {
-    const int64_t t = i + pad - kernel + 1;
-    return t <= 0 ? 0 : (t + stride - 1) / stride;
-  }
-  __device__ int64_t last(int64_t i) const { return min((i + pad) / stride, out - 1); }
-};
-
-struct AdaptiveSpans {  // start = floor(o * in / out), end = ceil((o + 1) * in / out)
-  int64_t in, out;
-  __device__ Span operator()(int64_t o) const {
-    const int64_t begin = o * in / out, end = ((o + 1) * in + out - 1) / out;
-    return {begin, end, end - begin};
-  }
-  __device__ int64_t first(int64_t i) const { return i * out / in; }
-  __device__ int64_t last(int64_t i) const { return min(((i + 1) * out + in - 1) / in - 1, out - 1); }
-};
-
-__device__ __forceinline__ int64_t window_count(const Span& r, const Span& c, bool count_pad) {
-  return count_pad ? r.padded * c.padded : (r.end - r.begin) * (c.end - c.begin);
-}
 
 // x (planes, H, W) -> y (planes, Ho, Wo): window means.
 template <class T, class Spans>
@@ -98,26 +63,17 @@ __global__ void average_backward_kernel(int64_t planes, int64_t H, int64_t W, in
 }
 
 // x (planes, H, W) -> y, indices (planes, Ho, Wo): the window maximum and its flat index h * W + w
-// in the plane; scanned row by row, replaced on > or NaN (ops/cpu/pool.cpp's rule).
+// in the plane (window_max, ops/pool_windows.h, as on the CPU).
 template <class T>
 __global__ void max_forward_kernel(Pool2dGeometry g, const T* __restrict__ x, T* __restrict__ y,
                                    int64_t* __restrict__ indices) {
+  const FixedSpans rows = row_spans(g), cols = col_spans(g);
   const int64_t total = g.planes * g.out_h * g.out_w;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(blockDim.x) * gridDim.x) {
     const int64_t ow = i % g.out_w, oh = i / g.out_w % g.out_h, p = i / (g.out_h * g.out_w);
-    const int64_t h0 = max(oh * g.stride_h - g.pad_h, int64_t(0)), h1 = min(oh * g.stride_h - g.pad_h + g.kernel_h, g.in_h);
-    const int64_t w0 = max(ow * g.stride_w - g.pad_w, int64_t(0)), w1 = min(ow * g.stride_w - g.pad_w + g.kernel_w, g.in_w);
-    const T* in = x + p * g.in_h * g.in_w;
-    T best = T(-INFINITY);
-    int64_t arg = h0 * g.in_w + w0;
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) {
-        const T v = in[h * g.in_w + w];
-        if (v > best || v != v) {
-          best = v;
-          arg = h * g.in_w + w;
-        }
-      }
+    T best;
+    int64_t arg;
+    window_max(x + p * g.in_h * g.in_w, g.in_w, rows(oh), cols(ow), best, arg);
     y[i] = best;
     indices[i] = arg;
   }
@@ -127,8 +83,7 @@ __global__ void max_forward_kernel(Pool2dGeometry g, const T* __restrict__ x, T*
 template <class T>
 __global__ void max_backward_kernel(Pool2dGeometry g, const T* __restrict__ dy, const int64_t* __restrict__ indices,
                                     T* __restrict__ dx) {
-  const FixedSpans rows{g.kernel_h, g.stride_h, g.pad_h, g.in_h, g.out_h};
-  const FixedSpans cols{g.kernel_w, g.stride_w, g.pad_w, g.in_w, g.out_w};
+  const FixedSpans rows = row_spans(g), cols = col_spans(g);
   const int64_t total = g.planes * g.in_h * g.in_w;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(blockDim.x) * gridDim.x) {
     const int64_t w = i % g.in_w, h = i / g.in_w % g.in_h, p = i / (g.in_h * g.in_w), at = h * g.in_w + w;
@@ -159,8 +114,6 @@ void average_backward(int64_t planes, int64_t H, int64_t W, int64_t Ho, int64_t 
                                             rows, cols, count_pad, dy, dx);
 }
 
-FixedSpans row_spans(const Pool2dGeometry& g) { return {g.kernel_h, g.stride_h, g.pad_h, g.in_h, g.out_h}; }
-FixedSpans col_spans(const Pool2dGeometry& g) { return {g.kernel_w, g.stride_w, g.pad_w, g.in_w, g.out_w}; }
 
 template <class T>
 void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* indices, Stream stream) {
