@@ -61,8 +61,8 @@ struct AdaptiveSpans {
   }
 };
 
-inline FixedSpans row_spans(const Pool2dGeometry& g) { return {g.kernel_h, g.stride_h, g.pad_h, g.in_h, g.out_h}; }
-inline FixedSpans col_spans(const Pool2dGeometry& g) { return {g.kernel_w, g.stride_w, g.pad_w, g.in_w, g.out_w}; }
+EMBER_HOST_DEVICE FixedSpans row_spans(const Pool2dGeometry& g) { return {g.kernel_h, g.stride_h, g.pad_h, g.in_h, g.out_h}; }
+EMBER_HOST_DEVICE FixedSpans col_spans(const Pool2dGeometry& g) { return {g.kernel_w, g.stride_w, g.pad_w, g.in_w, g.out_w}; }
 
 // The divisor of a window: every cell, or only those inside the input.
 EMBER_HOST_DEVICE int64_t window_count(const Span& r, const Span& c, bool count_pad) {
