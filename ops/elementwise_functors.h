@@ -135,10 +135,15 @@ decltype(auto) visit_compare(CompareOp op, F&& f) {
   return f(CompareFn<CompareOp::eq>{});
 }
 
-// Ops that need a floating dtype (the rest also accept integers).
+// Ops that need a floating dtype (the rest also accept integers). The CUDA kernels are built
+// for floating dtypes only for these (Note [Float-only instantiations] in ops/cuda/elementwise.cu).
 constexpr bool unary_needs_float(UnaryOp op) {
   return !(op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
            op == UnaryOp::relu || op == UnaryOp::logical_not);
+}
+constexpr bool binary_needs_float(BinaryOp op) {
+  return op == BinaryOp::sigmoid_backward || op == BinaryOp::tanh_backward || op == BinaryOp::gelu_backward ||
+         op == BinaryOp::softplus_backward;
 }
 
 }  // namespace ember

@@ -33,10 +33,7 @@ struct ConstantFn {
 // at all (fewer kernels for nvcc, no float-constant-to-u8 warnings), and a call is an Error.
 template <class F> struct OpOf;
 template <UnaryOp op> struct OpOf<UnaryFn<op>> { static constexpr bool float_only = unary_needs_float(op); };
-template <BinaryOp op> struct OpOf<BinaryFn<op>> {
-  static constexpr bool float_only = op == BinaryOp::sigmoid_backward || op == BinaryOp::tanh_backward ||
-                                     op == BinaryOp::gelu_backward || op == BinaryOp::softplus_backward;
-};
+template <BinaryOp op> struct OpOf<BinaryFn<op>> { static constexpr bool float_only = binary_needs_float(op); };
 template <class T, class F>
 constexpr bool instantiated = std::is_floating_point_v<T> || !OpOf<F>::float_only;
 
