@@ -3,6 +3,7 @@
 // running print "ember: error: ..." and exit with status 1.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 
 #include "apps/bench/bench_allocator.h"
 #include "apps/bench/bench_kernels.h"
@@ -16,6 +17,54 @@
 #include "core/parallel.h"
 
 namespace {
+
+// What the command line sets, and which subcommand it named. The parser writes each flag into
+// these fields through pointers, so a CommandLine is neither copied nor moved.
+struct CommandLine {
+  CommandLine() = default;
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
+
+  int threads = 0;
+
+  CLI::App* demo = nullptr;
+  ember::apps::DemoOptions demo_options;
+
+  CLI::App* train_mnist = nullptr;
+  ember::apps::TrainMnistConfig train_mnist_config;
+  bool dry_run = false;
+
+  CLI::App* bench_ops = nullptr;
+  CLI::App* bench_allocator = nullptr;
+
+  CLI::App* bench_kernels = nullptr;
+  std::string bench_kernels_device = "cpu";
+  ember::bench::BenchKernelsOptions bench_kernels_options;
+
+  CLI::App* bench_matmul = nullptr;
+  ember::bench::BenchMatmulOptions bench_matmul_options;
+
+  CLI::App* bench_mnist = nullptr;
+  ember::bench::BenchMnistOptions bench_mnist_options;
+  bool no_pytorch = false;
+};
+
+void add_global_options(CLI::App& app, CommandLine& cl) {
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return "ember: " + std::string(e.what()) + " (see: " + failed->get_name() + " --help)\n";
+  });
+  app.add_option("--threads", cl.threads, "CPU threads for parallel loops (default: EMBER_NUM_THREADS or all)")
+      ->check(CLI::Range(1, 1024));
+}
+
+void add_demo_command(CLI::App& app, CommandLine& cl) {
+  cl.demo = app.add_subcommand("demo", "Fit a small network with autograd and print the loss falling");
+  cl.demo->add_option("--steps", cl.demo_options.steps, "SGD steps")->check(CLI::Range(1, 1000000));
+  cl.demo->add_option("--lr", cl.demo_options.lr, "learning rate")->check(CLI::PositiveNumber);
+  cl.demo->add_option("--seed", cl.demo_options.seed, "random seed");
+}
 
 void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {
   cmd.add_option("--data", c.data, "folder with the four IDX files (default: data/mnist or data/fashion-mnist)");
@@ -41,92 +90,115 @@ void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bo
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"ember: a small deep-learning framework (C++20/CUDA)", "ember"};
-  app.require_subcommand(1);
-  app.fallthrough();
-  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
-    return "ember: " + std::string(e.what()) + " (see: " + failed->get_name() + " --help)\n";
-  });
-  int threads = 0;
-  app.add_option("--threads", threads, "CPU threads for parallel loops (default: EMBER_NUM_THREADS or all)")
-      ->check(CLI::Range(1, 1024));
-
-  ember::apps::DemoOptions demo;
-  auto* demo_cmd = app.add_subcommand("demo", "Fit a small network with autograd and print the loss falling");
-  demo_cmd->add_option("--steps", demo.steps, "SGD steps")->check(CLI::Range(1, 1000000));
-  demo_cmd->add_option("--lr", demo.lr, "learning rate")->check(CLI::PositiveNumber);
-  demo_cmd->add_option("--seed", demo.seed, "random seed");
-
-  auto* train = app.add_subcommand("train", "Train a model end to end");
+void add_train_commands(CLI::App& app, CommandLine& cl) {
+  CLI::App* train = app.add_subcommand("train", "Train a model end to end");
   train->require_subcommand(1);
-  ember::apps::TrainMnistConfig mnist;
-  bool dry_run = false;
-  auto* train_mnist = train->add_subcommand("mnist", "Train an MNIST / Fashion-MNIST classifier (default: mnist_cnn, "
-                                                     "5 epochs, SGD lr 0.05 momentum 0.9, cosine schedule, batch 64)");
-  add_train_mnist_options(*train_mnist, mnist, dry_run);
+  cl.train_mnist = train->add_subcommand("mnist", "Train an MNIST / Fashion-MNIST classifier (default: mnist_cnn, "
+                                                  "5 epochs, SGD lr 0.05 momentum 0.9, cosine schedule, batch 64)");
+  add_train_mnist_options(*cl.train_mnist, cl.train_mnist_config, cl.dry_run);
+}
 
-  auto* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
-  bench->require_subcommand(1);
-  auto* bench_ops = bench->add_subcommand("ops", "matmul GFLOP/s and elementwise GB/s against the machine's peaks");
-  auto* bench_alloc = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
-  auto* bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
-                                                         "matmul): ember vs PyTorch, ms per call");
-  std::string kernels_device = "cpu";
-  ember::bench::BenchKernelsOptions kernels_bench;
-  bench_kernels->add_option("--device", kernels_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
+void add_bench_kernels_options(CLI::App& cmd, CommandLine& cl) {
+  cmd.add_option("--device", cl.bench_kernels_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  bench_kernels->add_option("--rounds", kernels_bench.rounds,
-                            "ember and PyTorch run this many times alternately; each reports its best (default 5)")
+  cmd.add_option("--rounds", cl.bench_kernels_options.rounds,
+                 "ember and PyTorch run this many times alternately; each reports its best (default 5)")
       ->check(CLI::Range(1, 100));
+}
 
-  ember::bench::BenchMatmulOptions matmul_bench;
-  auto* bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
-  bench_matmul->add_flag("--sim", matmul_bench.sim, "run the kernels on the SIMT simulator at small sizes "
-                                                   "(a correctness smoke, not a figure)");
+void add_bench_matmul_options(CLI::App& cmd, CommandLine& cl) {
+  cmd.add_flag("--sim", cl.bench_matmul_options.sim, "run the kernels on the SIMT simulator at small sizes "
+                                                     "(a correctness smoke, not a figure)");
+}
 
-  ember::bench::BenchMnistOptions mnist_bench;
-  bool no_pytorch = false;
-  auto* bench_mnist = bench->add_subcommand("mnist", "one epoch of mnist_cnn per batch size, ember vs PyTorch");
-  bench_mnist->add_option("--data", mnist_bench.data, "folder with the MNIST IDX files");
-  bench_mnist->add_option("--batch-sizes", mnist_bench.batch_sizes, "batch sizes (default 32 64 128 256 512 1024)")
+void add_bench_mnist_options(CLI::App& cmd, CommandLine& cl) {
+  cmd.add_option("--data", cl.bench_mnist_options.data, "folder with the MNIST IDX files");
+  cmd.add_option("--batch-sizes", cl.bench_mnist_options.batch_sizes, "batch sizes (default 32 64 128 256 512 1024)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t(1), int64_t(60000)));
-  bench_mnist->add_flag("--no-pytorch", no_pytorch, "skip the PyTorch column");
+  cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch column");
+}
 
+void add_bench_commands(CLI::App& app, CommandLine& cl) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
+  bench->require_subcommand(1);
+  cl.bench_ops = bench->add_subcommand("ops", "matmul GFLOP/s and elementwise GB/s against the machine's peaks");
+  cl.bench_allocator = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
+  cl.bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
+                                                      "matmul): ember vs PyTorch, ms per call");
+  add_bench_kernels_options(*cl.bench_kernels, cl);
+  cl.bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
+  add_bench_matmul_options(*cl.bench_matmul, cl);
+  cl.bench_mnist = bench->add_subcommand("mnist", "one epoch of mnist_cnn per batch size, ember vs PyTorch");
+  add_bench_mnist_options(*cl.bench_mnist, cl);
+}
+
+// The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
+// has printed the message); nothing when the command should run.
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  return std::nullopt;
+}
+
+// The defaults that depend on other flags: the Fashion-MNIST folder, --dry-run's batch limit, and
+// the checkpoint's epoch count when --resume is given without --epochs.
+ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
+  ember::apps::TrainMnistConfig c = cl.train_mnist_config;
+  if (cl.train_mnist->count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
+  if (cl.dry_run) c.max_batches = 20;
+  if (!c.resume.empty() && cl.train_mnist->count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+  return c;
+}
+
+// Runs the subcommand the command line named; returns the exit status.
+int run_command(const CommandLine& cl) {
+  if (cl.threads > 0) ember::set_num_threads(cl.threads);
+  if (*cl.demo) {
+    ember::apps::run_demo(cl.demo_options, std::cout);
+  } else if (*cl.train_mnist) {
+    ember::apps::train_mnist(train_mnist_config(cl), std::cout, std::cerr, ember::apps::Progress::stderr_is_terminal());
+  } else if (*cl.bench_ops) {
+    ember::bench::bench_ops(std::cout);
+  } else if (*cl.bench_kernels) {
+    ember::bench::BenchKernelsOptions options = cl.bench_kernels_options;
+    options.device = ember::parse_device(cl.bench_kernels_device);
+    ember::bench::bench_kernels(std::cout, std::cerr, options);
+  } else if (*cl.bench_matmul) {
+    return ember::bench::bench_matmul(std::cout, cl.bench_matmul_options);
+  } else if (*cl.bench_mnist) {
+    ember::bench::BenchMnistOptions options = cl.bench_mnist_options;
+    options.with_pytorch = !cl.no_pytorch;
+    ember::bench::bench_mnist(options, std::cout);
+  } else if (*cl.bench_allocator) {
+    ember::bench_allocator(std::cout);
+  }
+  return 0;
+}
+
+// A failure while running is one line on stderr and exit status 1.
+int run_reporting_errors(const CommandLine& cl) {
   try {
-    if (threads > 0) ember::set_num_threads(threads);
-    if (*demo_cmd) {
-      ember::apps::run_demo(demo, std::cout);
-    } else if (*train_mnist) {
-      if (train_mnist->count("--data") == 0 && mnist.dataset == "fashion-mnist") mnist.data = "data/fashion-mnist";
-      if (dry_run) mnist.max_batches = 20;
-      if (!mnist.resume.empty() && train_mnist->count("--epochs") == 0) mnist.epochs = 0;  // the checkpoint's
-      ember::apps::train_mnist(mnist, std::cout, std::cerr, ember::apps::Progress::stderr_is_terminal());
-    } else if (*bench_ops) {
-      ember::bench::bench_ops(std::cout);
-    } else if (*bench_kernels) {
-      kernels_bench.device = ember::parse_device(kernels_device);
-      ember::bench::bench_kernels(std::cout, std::cerr, kernels_bench);
-    } else if (*bench_matmul) {
-      return ember::bench::bench_matmul(std::cout, matmul_bench);
-    } else if (*bench_mnist) {
-      mnist_bench.with_pytorch = !no_pytorch;
-      ember::bench::bench_mnist(mnist_bench, std::cout);
-    } else if (*bench_alloc) {
-      ember::bench_allocator(std::cout);
-    }
+    return run_command(cl);
   } catch (const ember::Error& e) {
     std::cerr << "ember: error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ember: a small deep-learning framework (C++20/CUDA)", "ember"};
+  CommandLine cl;
+  add_global_options(app, cl);
+  add_demo_command(app, cl);
+  add_train_commands(app, cl);
+  add_bench_commands(app, cl);
+  if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
+  return run_reporting_errors(cl);
 }

@@ -1,6 +1,6 @@
 // Tape-based reverse-mode autograd: the graph that ops record (this header, below the op layer)
 // and the engine that runs it backward (autograd/engine.h, above the op layer, since
-// accumulating gradients takes ops), as PyTorch separates function.h from engine.cpp.
+// accumulating gradients takes ops), as PyTorch separates its function.h from its engine.cpp.
 //
 // An op that computes `y` from inputs that need grad records a Node: its inputs, a backward
 // closure with typed captures, and a sequence number from a per-thread counter, so the nodes
@@ -57,7 +57,7 @@ struct Node {
   Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  ~Node();  // iterative, see Note [Iterative teardown] in autograd.cpp
+  ~Node();  // iterative, see Note [Iterative teardown] in graph.cpp
 };
 
 struct AutogradMeta {

@@ -19,7 +19,7 @@
 namespace ember {
 
 // Opaque stream identity; 0 is the default stream. Memory freed on one stream is reused on the
-// same stream only (the CUDA issue defines real streams; the CPU has only stream 0).
+// same stream only (a CUDA stream's id is its handle, cuda::Stream::id(); the CPU has only stream 0).
 using StreamId = uint64_t;
 
 struct AllocatorStats {

@@ -17,7 +17,7 @@ struct Storage {
   size_t nbytes;
   Device device;
   // Bumped by every in-place write, so autograd can tell that a tensor it saved for backward
-  // was modified afterwards (see autograd/saved.h).
+  // was modified afterwards (see SavedTensor in autograd/graph.h).
   std::atomic<uint32_t> version{0};
 };
 

@@ -1,5 +1,5 @@
 // `ember bench kernels` (convolution and pooling rows): milliseconds per call of the CPU conv
-// and pool kernels on the shapes of the convolution issue, for comparison with
+// and pool kernels on a few 3x3 convolution shapes (bench_kernels_conv.cpp), for comparison with
 // apps/bench/torch_kernels.py, which prints the same rows for PyTorch.
 //
 //   for (const bench::KernelRow& row : bench_kernels_conv()) std::cout << row.name << " " << row.ember_ms << "\n";

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's timings for the rows of apps/bench_kernels_conv.cpp, printed as lines `name ms`.
+"""PyTorch's timings for the rows of apps/bench/bench_kernels_conv.cpp, printed as lines `name ms`.
 
     /usr/bin/python3 apps/bench/torch_kernels.py --threads 2 [--device cuda]
 

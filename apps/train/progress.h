@@ -1,7 +1,7 @@
-// Progress of a long loop. On a terminal: one self-overwriting bar with speed and ETA; when
-// output is a file or pipe: nothing per step (the caller prints one line per epoch).
+// Progress of a long loop. When `interactive` (its stream is a terminal): one self-overwriting bar
+// with speed and ETA; otherwise nothing per step (the caller prints one line per epoch).
 //
-//   Progress bar("epoch 1/3", batches, batch_size);
+//   Progress bar("epoch 1/3", batches, batch_size, std::cerr, Progress::stderr_is_terminal());
 //   for (...) { ...; bar.update(i + 1, loss); }
 //   bar.finish();
 #pragma once

@@ -1,7 +1,10 @@
+// `ember train mnist`: train_mnist() at the bottom reads as the table of contents of a run; the
+// helpers above it come in the order it calls them.
 #include "apps/train/train_mnist.h"
 
-#include <filesystem>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "apps/bench/timing.h"
@@ -12,45 +15,55 @@
 #include "ember.h"
 
 namespace ember::apps {
+namespace {
 
-Json TrainMnistConfig::to_json() const {
-  Json j = Json::object();
-  j.set("data", data);
-  j.set("dataset", dataset);
-  j.set("model", model);
-  j.set("epochs", int64_t(epochs));
-  j.set("batch_size", batch_size);
-  j.set("lr", lr);
-  j.set("momentum", momentum);
-  j.set("optimizer", optimizer);
-  j.set("weight_decay", weight_decay);
-  j.set("schedule", schedule);
-  j.set("seed", std::to_string(seed));
-  j.set("device", device);
-  return j;
-}
+// Everything a run holds between epochs.
+struct MnistRun {
+  TrainMnistConfig config;
+  Device device;
+  std::shared_ptr<MnistDataset> train_data, test_data;
+  std::shared_ptr<Module> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<LrScheduler> schedule;  // null for --schedule none
+  int64_t start_epoch = 0;
+  int64_t step = 0;  // optimizer steps taken, over all epochs
+};
 
-TrainMnistConfig TrainMnistConfig::from_json(const Json& j) {
-  TrainMnistConfig c;
-  for (const auto& [key, value] : j.as_object()) {
-    if (key == "data") c.data = value.as_string();
-    else if (key == "dataset") c.dataset = value.as_string();
-    else if (key == "model") c.model = value.as_string();
-    else if (key == "epochs") c.epochs = int(value.as_int());
-    else if (key == "batch_size") c.batch_size = value.as_int();
-    else if (key == "lr") c.lr = value.as_double();
-    else if (key == "momentum") c.momentum = value.as_double();
-    else if (key == "optimizer") c.optimizer = value.as_string();
-    else if (key == "weight_decay") c.weight_decay = value.as_double();
-    else if (key == "schedule") c.schedule = value.as_string();
-    else if (key == "seed") c.seed = std::stoull(value.as_string());
-    else if (key == "device") c.device = value.as_string();
-    else EMBER_FAIL("train mnist: unknown configuration key '", key, "' in the checkpoint");
-  }
+struct EpochStats {
+  double loss_sum = 0;  // summed over the images seen
+  int64_t images = 0;
+  double seconds = 0;
+};
+
+struct Evaluation {
+  double loss = 0;
+  double accuracy = 0;
+};
+
+std::string model_title(const TrainMnistConfig& c) { return c.model + " on " + c.dataset; }
+
+// A resumed run takes its recipe from the checkpoint; where the data lives, how long to train
+// and what to write come from the command line (epochs <= 0 keeps the checkpoint's).
+TrainMnistConfig config_for_resume(const TrainMnistConfig& given, const TrainingCheckpoint& resumed) {
+  TrainMnistConfig c = TrainMnistConfig::from_json(Json::parse(resumed.config, "checkpoint config"));
+  c.data = given.data;
+  if (given.epochs > 0) c.epochs = given.epochs;
+  c.save = given.save;
+  c.log = given.log;
+  c.plot = given.plot;
+  c.max_batches = given.max_batches;
+  c.stop_after = given.stop_after;
+  c.resume = given.resume;
   return c;
 }
 
-namespace {
+void check_config(const TrainMnistConfig& c) {
+  EMBER_CHECK(c.dataset == "mnist" || c.dataset == "fashion-mnist", "train mnist: unknown dataset '", c.dataset,
+              "' (expected mnist or fashion-mnist)");
+  EMBER_CHECK(c.epochs >= 1, "train mnist: epochs must be at least 1, got ", c.epochs);
+  EMBER_CHECK(c.batch_size >= 1, "train mnist: batch size must be at least 1, got ", c.batch_size);
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const TrainMnistConfig& c, const Module& model) {
   auto [decay, no_decay] = split_weight_decay(model);
@@ -69,11 +82,108 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainMnistConfig& c, const Modul
   EMBER_FAIL("train mnist: unknown optimizer '", c.optimizer, "' (expected sgd, adam or adamw)");
 }
 
-struct Evaluation {
-  double loss = 0;
-  double accuracy = 0;
-};
+// Batches per epoch: the whole training set, or the first max_batches of it (--dry-run).
+int64_t batches_per_epoch(const TrainMnistConfig& c, const DataLoader& loader) {
+  return c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
+}
 
+// The schedule spans the whole run as configured (a resumed run continues the same curve).
+std::unique_ptr<LrScheduler> make_schedule(const TrainMnistConfig& c, Optimizer& optimizer, const DataLoader& loader) {
+  if (c.schedule != "cosine") return nullptr;
+  return std::make_unique<CosineWithWarmup>(optimizer, 0, batches_per_epoch(c, loader) * c.epochs);
+}
+
+// Seeds the run, loads the data and builds the model, optimizer, loader and schedule. The seed is
+// set first so that it alone decides the initial weights; the loader shuffles with seed + 1.
+MnistRun start_run(const TrainMnistConfig& c) {
+  MnistRun run;
+  run.config = c;
+  run.device = parse_device(c.device);
+  manual_seed(c.seed);
+  run.train_data = std::make_shared<MnistDataset>(c.data, true);
+  run.test_data = std::make_shared<MnistDataset>(c.data, false);
+  run.model = make_mnist_model(c.model);
+  run.model->to(run.device);
+  run.optimizer = make_optimizer(c, *run.model);
+  EMBER_CHECK(c.schedule == "cosine" || c.schedule == "none", "train mnist: unknown schedule '", c.schedule,
+              "' (expected cosine or none)");
+  DataLoaderOptions options;
+  options.batch_size = c.batch_size;
+  options.shuffle = true;
+  options.drop_last = false;
+  options.seed = c.seed + 1;
+  run.loader = std::make_unique<DataLoader>(run.train_data, options);
+  run.schedule = make_schedule(c, *run.optimizer, *run.loader);
+  return run;
+}
+
+// Puts the weights, optimizer, schedule, random generators and loader back where the checkpoint
+// left them, so the rest of the run is bitwise identical to an uninterrupted one (on the CPU).
+void restore_run(MnistRun& run, const TrainingCheckpoint& resumed, std::ostream& out) {
+  run.model->load_state_dict(resumed.model);
+  run.optimizer->load_state_dict(resumed.optimizer);
+  if (run.schedule) run.schedule->load_state_dict(resumed.scheduler);
+  restore_rng(default_generator(), resumed.rng.at("default"));
+  const RngState ls = resumed.rng.at("loader");
+  run.loader->set_state({ls.seed, ls.offset, resumed.counters.at("loader.epoch"), resumed.counters.at("loader.batch")});
+  run.start_epoch = resumed.epoch;
+  run.step = resumed.step;
+  out << "resumed " << run.config.resume << " at epoch " << run.start_epoch << " (step " << run.step << ")\n";
+}
+
+void print_run_header(const MnistRun& run, std::ostream& out) {
+  const TrainMnistConfig& c = run.config;
+  out << "train " << model_title(c) << ": " << run.train_data->size() << " train / " << run.test_data->size()
+      << " test images, " << run.model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
+      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << ", " << num_threads()
+      << " threads, device " << run.device << "\n";
+  out << run.model->summary({1, 1, 28, 28});
+}
+
+// The epoch after the last one this process trains: --stop-after ends the run early.
+int64_t end_epoch(const TrainMnistConfig& c) {
+  return c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
+}
+
+// One optimizer step on a batch; returns the batch's mean loss.
+double train_step(MnistRun& run, const Batch& batch) {
+  Tensor x = batch.inputs.to(run.device), y = batch.targets.to(run.device);
+  Tensor loss = cross_entropy((*run.model)(x), y);
+  run.optimizer->zero_grad();
+  loss.backward();
+  run.optimizer->step();
+  if (run.schedule) run.schedule->step();
+  ++run.step;
+  // Reading the loss is the one host synchronisation per step (for display).
+  return loss.item();
+}
+
+// One pass over the training set (or its first max_batches), with a progress bar.
+EpochStats train_epoch(MnistRun& run, int64_t epoch, std::ostream& progress_out, bool interactive) {
+  const TrainMnistConfig& c = run.config;
+  DataLoader& loader = *run.loader;
+  const int64_t batches = batches_per_epoch(c, loader);
+  Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), batches, c.batch_size,
+               progress_out, interactive);
+  EpochStats stats;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::optional<Batch> batch = loader.next();
+    if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
+    if (!batch) break;
+    const double loss = train_step(run, *batch);
+    const int64_t images = batch->inputs.size(0);
+    stats.loss_sum += loss * double(images);
+    stats.images += images;
+    bar.update(b + 1, stats.loss_sum / double(stats.images));
+  }
+  // Finish the loader's epoch so the next one starts fresh (a dry run stops early).
+  while (loader.next()) {}
+  bar.finish();
+  stats.seconds = bar.elapsed_seconds();
+  return stats;
+}
+
+// Mean cross-entropy and accuracy on the test set, in chunks of 1000 images.
 Evaluation evaluate(Module& model, const TensorDataset& test, Device device) {
   autograd::NoGradGuard no_grad;
   model.eval();
@@ -92,127 +202,64 @@ Evaluation evaluate(Module& model, const TensorDataset& test, Device device) {
   return {loss_sum / double(n), double(correct) / double(n)};
 }
 
-std::string model_title(const TrainMnistConfig& c) { return c.model + " on " + c.dataset; }
+void print_epoch(const EpochRecord& rec, int64_t images, int epochs, std::ostream& out) {
+  out << "epoch " << rec.epoch << "/" << epochs << "  train loss " << bench::fixed(rec.train_loss, 4)
+      << "  test loss " << bench::fixed(rec.test_loss, 4) << "  test accuracy " << bench::fixed(100 * rec.test_accuracy, 2)
+      << "%  time " << format_duration(rec.seconds) << " (" << bench::fixed(double(images) / rec.seconds, 0)
+      << " img/s)" << std::endl;
+}
+
+// The state --resume needs to continue after `epochs_done` epochs.
+TrainingCheckpoint make_checkpoint(const MnistRun& run, int64_t epochs_done) {
+  TrainingCheckpoint ck;
+  ck.model = run.model->state_dict();
+  ck.optimizer = run.optimizer->state_dict();
+  if (run.schedule) ck.scheduler = run.schedule->state_dict();
+  ck.epoch = epochs_done;
+  ck.step = run.step;
+  ck.config = run.config.to_json().dump();
+  ck.rng["default"] = rng_state(default_generator());
+  const DataLoaderState ls = run.loader->state();
+  ck.rng["loader"] = {ls.seed, ls.offset};
+  ck.counters["loader.epoch"] = ls.epoch;
+  ck.counters["loader.batch"] = ls.batch;
+  return ck;
+}
+
+// After every epoch: the checkpoint (--save), the CSV (--log) and the SVG (--plot) asked for.
+void write_epoch_outputs(const MnistRun& run, int64_t epochs_done, const RunLog& log) {
+  const TrainMnistConfig& c = run.config;
+  if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epochs_done));
+  if (!c.log.empty()) log.write_csv(c.log);
+  if (!c.plot.empty()) log.write_svg(c.plot, model_title(c));
+}
 
 }  // namespace
 
 TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, std::ostream& progress_out,
                              bool interactive) {
-  TrainMnistConfig c = given;
-  TrainingCheckpoint resumed;
-  const bool resuming = !c.resume.empty();
-  if (resuming) {
-    resumed = load_checkpoint(c.resume);
-    TrainMnistConfig stored = TrainMnistConfig::from_json(Json::parse(resumed.config, "checkpoint config"));
-    // The run's recipe comes from the checkpoint; where the data lives and how long to train
-    // come from the command line.
-    stored.data = c.data;
-    if (c.epochs > 0) stored.epochs = c.epochs;
-    stored.save = c.save;
-    stored.log = c.log;
-    stored.plot = c.plot;
-    stored.max_batches = c.max_batches;
-    stored.stop_after = c.stop_after;
-    stored.resume = c.resume;
-    c = stored;
-  }
-  EMBER_CHECK(c.dataset == "mnist" || c.dataset == "fashion-mnist", "train mnist: unknown dataset '", c.dataset,
-              "' (expected mnist or fashion-mnist)");
-  EMBER_CHECK(c.epochs >= 1, "train mnist: epochs must be at least 1, got ", c.epochs);
-  EMBER_CHECK(c.batch_size >= 1, "train mnist: batch size must be at least 1, got ", c.batch_size);
-  const Device device = parse_device(c.device);
+  std::optional<TrainingCheckpoint> resumed;
+  if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
+  const TrainMnistConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  check_config(c);
+  MnistRun run = start_run(c);
+  if (resumed) restore_run(run, *resumed, out);
+  print_run_header(run, out);
 
-  manual_seed(c.seed);
-  auto train_data = std::make_shared<MnistDataset>(c.data, true);
-  auto test_data = std::make_shared<MnistDataset>(c.data, false);
-  std::shared_ptr<Module> model = make_mnist_model(c.model);
-  model->to(device);
-  std::unique_ptr<Optimizer> opt = make_optimizer(c, *model);
-  EMBER_CHECK(c.schedule == "cosine" || c.schedule == "none", "train mnist: unknown schedule '", c.schedule,
-              "' (expected cosine or none)");
-  DataLoader loader(train_data, {.batch_size = c.batch_size, .shuffle = true, .drop_last = false, .seed = c.seed + 1});
-
-  // The schedule spans the whole run as configured (a resumed run continues the same curve).
-  const int64_t steps_per_epoch = c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
-  std::unique_ptr<LrScheduler> schedule;
-  if (c.schedule == "cosine") schedule = std::make_unique<CosineWithWarmup>(*opt, 0, steps_per_epoch * c.epochs);
-
-  int64_t start_epoch = 0, step = 0;
-  RunLog log;
-  if (resuming) {
-    model->load_state_dict(resumed.model);
-    opt->load_state_dict(resumed.optimizer);
-    if (schedule) schedule->load_state_dict(resumed.scheduler);
-    restore_rng(default_generator(), resumed.rng.at("default"));
-    const RngState ls = resumed.rng.at("loader");
-    loader.set_state({ls.seed, ls.offset, resumed.counters.at("loader.epoch"), resumed.counters.at("loader.batch")});
-    start_epoch = resumed.epoch;
-    step = resumed.step;
-    out << "resumed " << c.resume << " at epoch " << start_epoch << " (step " << step << ")\n";
-  }
-
-  out << "train " << model_title(c) << ": " << train_data->size() << " train / " << test_data->size()
-      << " test images, " << model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
-      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << ", " << num_threads() << " threads, device " << device << "\n";
-  out << model->summary({1, 1, 28, 28});
   TrainMnistResult result;
-  const int64_t last_epoch = c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
-  for (int64_t epoch = start_epoch; epoch < last_epoch; ++epoch) {
-    const int64_t batches = c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
-    Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), batches, c.batch_size,
-                 progress_out, interactive);
-    double loss_sum = 0;
-    int64_t seen = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      std::optional<Batch> batch = loader.next();
-      if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
-      if (!batch) break;
-      Tensor x = batch->inputs.to(device), y = batch->targets.to(device);
-      Tensor loss = cross_entropy((*model)(x), y);
-      opt->zero_grad();
-      loss.backward();
-      opt->step();
-      if (schedule) schedule->step();
-      ++step;
-      // Reading the loss is the one host synchronisation per step (for display).
-      const double value = loss.item();
-      loss_sum += value * double(x.size(0));
-      seen += x.size(0);
-      bar.update(b + 1, loss_sum / double(seen));
-    }
-    // Finish the loader's epoch so the next one starts fresh (a dry run stops early).
-    while (loader.next()) {}
-    bar.finish();
-    const double train_seconds = bar.elapsed_seconds();
-    const Evaluation ev = evaluate(*model, *test_data, device);
-    const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = loss_sum / double(std::max<int64_t>(seen, 1)),
-                          .test_loss = ev.loss, .test_accuracy = ev.accuracy, .seconds = train_seconds, .lr = opt->lr()};
+  RunLog log;  // the epochs this process trains
+  for (int64_t epoch = run.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
+    const EpochStats stats = train_epoch(run, epoch, progress_out, interactive);
+    const Evaluation ev = evaluate(*run.model, *run.test_data, run.device);
+    const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = stats.loss_sum / double(std::max<int64_t>(stats.images, 1)),
+                          .test_loss = ev.loss, .test_accuracy = ev.accuracy, .seconds = stats.seconds,
+                          .lr = run.optimizer->lr()};
     log.add(rec);
-    out << "epoch " << rec.epoch << "/" << c.epochs << "  train loss " << bench::fixed(rec.train_loss, 4)
-        << "  test loss " << bench::fixed(rec.test_loss, 4) << "  test accuracy " << bench::fixed(100 * rec.test_accuracy, 2)
-        << "%  time " << format_duration(rec.seconds) << " (" << bench::fixed(double(seen) / rec.seconds, 0)
-        << " img/s)" << std::endl;
+    print_epoch(rec, stats.images, c.epochs, out);
     result.test_accuracy = ev.accuracy;
     result.test_loss = ev.loss;
     result.seconds += rec.seconds;
-
-    if (!c.save.empty()) {
-      TrainingCheckpoint ck;
-      ck.model = model->state_dict();
-      ck.optimizer = opt->state_dict();
-      if (schedule) ck.scheduler = schedule->state_dict();
-      ck.epoch = epoch + 1;
-      ck.step = step;
-      ck.config = c.to_json().dump();
-      ck.rng["default"] = rng_state(default_generator());
-      const DataLoaderState ls = loader.state();
-      ck.rng["loader"] = {ls.seed, ls.offset};
-      ck.counters["loader.epoch"] = ls.epoch;
-      ck.counters["loader.batch"] = ls.batch;
-      save_checkpoint(c.save, ck);
-    }
-    if (!c.log.empty()) log.write_csv(c.log);
-    if (!c.plot.empty()) log.write_svg(c.plot, model_title(c));
+    write_epoch_outputs(run, epoch + 1, log);
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

@@ -4,7 +4,7 @@
 //
 //   TrainMnistConfig c;            // defaults: mnist_cnn, 5 epochs, SGD momentum 0.9, cosine lr
 //   c.data = "data/mnist";
-//   TrainMnistResult r = train_mnist(c, std::cout, std::cerr);
+//   TrainMnistResult r = train_mnist(c, std::cout, std::cerr, Progress::stderr_is_terminal());
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,8 @@ struct TrainMnistResult {
   double seconds = 0;
 };
 
-// Progress bars go to `progress` when it is a terminal; results go to `out`.
+// Results go to `out`; a progress bar per epoch goes to `progress` when `interactive` (see
+// Progress in apps/train/progress.h).
 TrainMnistResult train_mnist(const TrainMnistConfig& config, std::ostream& out, std::ostream& progress,
                              bool interactive);
 
