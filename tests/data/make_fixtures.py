@@ -289,6 +289,7 @@ NN_CASES = [
     ("batch_norm_train_noaffine", [((4, 3, 2), "n")], batch_norm(True), batch_norm_running_stats),
     ("batch_norm_eval", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False)),
     ("batch_norm_eval_4d", [((2, 3, 3, 2), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False)),
+    ("batch_norm_eval_noaffine", [((2, 3, 2, 2), "n")], batch_norm(False)),
     ("batch_norm_train_relu", [((2, 3, 3, 2), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True, "relu")),
     ("batch_norm_train_sigmoid", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True, "sigmoid")),
     ("batch_norm_eval_tanh", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False, "tanh")),

@@ -269,6 +269,7 @@ const std::vector<OpCase>& op_table() {
       {"batch_norm_train_noaffine", {{4, 3, 2}}, batch_norm_case(true)},
       {"batch_norm_eval", {{5, 3}, {3}, {3}}, batch_norm_case(false)},
       {"batch_norm_eval_4d", {{2, 3, 3, 2}, {3}, {3}}, batch_norm_case(false)},
+      {"batch_norm_eval_noaffine", {{2, 3, 2, 2}}, batch_norm_case(false)},
       {"batch_norm_train_relu", {{2, 3, 3, 2}, {3}, {3}}, batch_norm_case(true, kRelu)},
       {"batch_norm_train_sigmoid", {{5, 3}, {3}, {3}}, batch_norm_case(true, kSigmoid)},
       {"batch_norm_eval_tanh", {{5, 3}, {3}, {3}}, batch_norm_case(false, kTanh)},
