@@ -34,13 +34,13 @@ Tensor custom_square(const Tensor& x, double factor, const Tensor& scale = {}) {
 TEST_CASE("autograd: gradients accumulate over two backward calls; zero_grad resets", "[autograd]") {
   Tensor x = vec({1, -2, 3}).requires_grad_();
   sum(mul(x, x)).backward();
-  test::check_close(x.grad(), vec({2, -4, 6}));
+  test::check_close(x.grad(), vec({2, -4, 6}), 1e-5, 1e-6);
   sum(mul(x, 3.0)).backward();
-  test::check_close(x.grad(), vec({5, -1, 9}));
+  test::check_close(x.grad(), vec({5, -1, 9}), 1e-5, 1e-6);
   x.zero_grad();
   CHECK_FALSE(x.grad().defined());
   sum(x).backward();
-  test::check_close(x.grad(), vec({1, 1, 1}));
+  test::check_close(x.grad(), vec({1, 1, 1}), 1e-5, 1e-6);
 }
 
 TEST_CASE("autograd: retain_graph allows a second backward through the same graph", "[autograd]") {
@@ -48,7 +48,7 @@ TEST_CASE("autograd: retain_graph allows a second backward through the same grap
   Tensor y = sum(exp(x));
   y.backward({}, /*retain_graph=*/true);
   y.backward();
-  test::check_close(x.grad(), mul(exp(x.detach()), 2.0));
+  test::check_close(x.grad(), mul(exp(x.detach()), 2.0), 1e-5, 1e-6);
 }
 
 TEST_CASE("autograd: NoGradGuard records nothing and restores the mode", "[autograd]") {
@@ -81,7 +81,7 @@ TEST_CASE("autograd: detach shares storage and stops the gradient", "[autograd]"
   CHECK_FALSE(d.requires_grad());
   CHECK(d.is_leaf());
   sum(mul(x, d)).backward();  // d/dx (x * const) = const, not 2x
-  test::check_close(x.grad(), vec({1, 2, 3}));
+  test::check_close(x.grad(), vec({1, 2, 3}), 1e-5, 1e-6);
 }
 
 TEST_CASE("autograd: requires_grad_ only on leaves; grads only on leaves", "[autograd]") {
@@ -100,7 +100,7 @@ TEST_CASE("autograd: a subexpression used twice gets the sum of both gradients",
   SECTION("x used twice in one op and again later") {
     Tensor x = vec({1, -2, 0.5f}).requires_grad_();
     sum(add(mul(x, x), x)).backward();  // d/dx (x^2 + x) = 2x + 1
-    test::check_close(x.grad(), vec({3, -3, 2}));
+    test::check_close(x.grad(), vec({3, -3, 2}), 1e-5, 1e-6);
   }
   SECTION("diamond: a = exp(x) feeds two branches") {
     Tensor x = vec({0.1f, 0.2f}).requires_grad_();
@@ -117,11 +117,11 @@ TEST_CASE("autograd: leaves never share gradient storage", "[autograd]") {
   Tensor a = zeros({2, 3}).requires_grad_(), b = zeros({2, 3}).requires_grad_();
   Tensor w = arange(6.0);
   sum(mul(add(a.reshape({6}), b.reshape({6})), w)).backward();
-  test::check_close(a.grad(), arange(6.0).reshape({2, 3}));
-  test::check_close(b.grad(), arange(6.0).reshape({2, 3}));
+  test::check_close(a.grad(), arange(6.0).reshape({2, 3}), 1e-5, 1e-6);
+  test::check_close(b.grad(), arange(6.0).reshape({2, 3}), 1e-5, 1e-6);
   CHECK_FALSE(a.grad().shares_storage(b.grad()));
   a.grad().mul_(0.0);
-  test::check_close(b.grad(), arange(6.0).reshape({2, 3}));
+  test::check_close(b.grad(), arange(6.0).reshape({2, 3}), 1e-5, 1e-6);
 }
 
 TEST_CASE("autograd: a 10k-op chain runs without recursion", "[autograd]") {
@@ -169,10 +169,10 @@ TEST_CASE("autograd: a graph's saved tensors are freed when its outputs die", "[
 TEST_CASE("autograd: backward on a leaf, and an explicit output gradient", "[autograd]") {
   Tensor x = vec({1, 2}).requires_grad_();
   x.backward(vec({3, 4}));
-  test::check_close(x.grad(), vec({3, 4}));
+  test::check_close(x.grad(), vec({3, 4}), 1e-5, 1e-6);
   Tensor z = vec({1, 2}).requires_grad_();
   mul(z, z).backward(vec({1, 10}));
-  test::check_close(z.grad(), vec({2, 40}));
+  test::check_close(z.grad(), vec({2, 40}), 1e-5, 1e-6);
 }
 
 TEST_CASE("gradcheck: passes a correct custom op and catches a wrong backward", "[autograd][gradcheck]") {

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes ops_fixtures.safetensors beside this script: PyTorch's forward values and gradients
-for every case of the op table in tests/ops/test_op_table.cpp.
+for every case of the op table in tests/ops/test_op_table.cpp, the tensor ops and the
+neural-network ops (conv2d, pooling, softmax, losses, batch_norm, linear, dropout) alike.
 
 Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/make_fixtures.py
@@ -11,6 +12,10 @@ For each case NAME the file holds (all f32):
     NAME/w                    fixed weights, shaped like the output
     NAME/out                  op(inputs)
     NAME/grad0, ...           d sum(out * w) / d input_i
+    NAME/<extra>              what a case's `extras` adds (batch_norm's updated running stats,
+                              max_pool2d's indices), read by the tests of those ops
+The tensor-op cases run in f32 like the C++ test; the nn cases (NN_CASES) run in f64 on the
+f32 inputs, so their reference is exact for the values the C++ test loads.
 The case names, input shapes and the op each applies must match the C++ table (the C++ test
 checks the shapes and fails on a case that has no fixture).
 """
@@ -170,6 +175,137 @@ CASES = [
 ]
 
 
+# ---- neural-network ops -------------------------------------------------------------------------
+# Constants spelled identically in test_op_table.cpp.
+CE_TARGET = torch.tensor([1, 0, 3, -100, 2])
+CE_TARGET_4D = torch.tensor([0, 2, 1, -100, 3, 3, 2, 0, 1, 2, 0, 1]).reshape(2, 2, 3)
+CE_TARGET_IGNORE1 = torch.tensor([0, 1, 2, 1])
+BN_RUNNING_MEAN = [0.1, -0.2, 0.3]
+BN_RUNNING_VAR = [0.5, 1.5, 0.8]
+ACT = {"none": lambda y: y, "relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+
+def conv(stride=1, padding=0, dilation=1, groups=1, act="none"):
+    return lambda x, w, b=None: ACT[act](F.conv2d(x, w, b, stride, padding, dilation, groups))
+
+
+def linear(act="none"):
+    return lambda x, w, b=None: ACT[act](F.linear(x, w, b))
+
+
+def batch_norm(training, act="none"):
+    """ember's batch_norm (momentum 0.1, eps 1e-5) with fresh running stats, then `act`."""
+    def op(x, w=None, b=None):
+        rm, rv = running_stats(x)
+        return ACT[act](F.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5))
+    return op
+
+
+def running_stats(x):
+    return (torch.tensor(BN_RUNNING_MEAN, dtype=x.dtype), torch.tensor(BN_RUNNING_VAR, dtype=x.dtype))
+
+
+def batch_norm_running_stats(x, *affine):
+    """The running stats after one training step (tests/ops/test_norm.cpp checks them)."""
+    rm, rv = running_stats(x)
+    F.batch_norm(x.detach(), rm, rv, None, None, True, 0.1, 1e-5)
+    return {"running_mean": rm, "running_var": rv}
+
+
+def max_pool_indices(kernel, stride, padding):
+    """max_pool2d's indices (tests/ops/test_pool.cpp checks them), stored as exact f32."""
+    return lambda x: {"indices": F.max_pool2d(x, kernel, stride, padding, return_indices=True)[1].float()}
+
+
+def philox_block(seed, index):
+    """ember's Philox4x32-10 block `index` for `seed` (core/philox.h)."""
+    m = 0xFFFFFFFF
+    c, k0, k1 = [index & m, index >> 32, 0, 0], seed & m, seed >> 32
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & m, (p0 >> 32) ^ c[3] ^ k1, p0 & m]
+        k0, k1 = (k0 + 0x9E3779B9) & m, (k1 + 0xBB67AE85) & m
+    return c
+
+
+def dropout(p, seed):
+    """ember's dropout with a fresh Generator(seed): element i (row-major) is kept when
+    uniform_float(word i % 4 of Philox block i / 4) >= p, and survivors are scaled by 1 / (1 - p)."""
+    def op(x):
+        words = [philox_block(seed, i // 4)[i % 4] for i in range(x.numel())]
+        keep = torch.tensor([bool((w >> 8) * 2.0**-24 >= np.float32(p)) for w in words]).reshape(x.shape)
+        return x * keep / (1 - p)
+    return op
+
+
+NN_CASES = [
+    # ---- conv2d (x, w[, b]); the fused activations are applied after the layer here
+    ("conv2d", [((2, 2, 5, 4), "n"), ((3, 2, 3, 3), "n"), ((3,), "n")], conv()),
+    ("conv2d_stride_pad", [((1, 2, 6, 6), "n"), ((2, 2, 3, 3), "n"), ((2,), "n")], conv(2, 1)),
+    ("conv2d_dilation", [((1, 2, 7, 6), "n"), ((2, 2, 3, 2), "n")], conv(1, (2, 1), 2)),
+    ("conv2d_groups", [((1, 4, 5, 5), "n"), ((4, 2, 3, 2), "n"), ((4,), "n")], conv((2, 1), (1, 0), 1, 2)),
+    ("conv2d_depthwise", [((1, 3, 5, 5), "n"), ((3, 1, 3, 3), "n"), ((3,), "n")], conv(1, 1, 1, 3)),
+    ("conv2d_pointwise", [((2, 3, 3, 3), "n"), ((4, 3, 1, 1), "n"), ((4,), "n")], conv()),
+    ("conv2d_relu", [((1, 2, 5, 4), "n"), ((3, 2, 3, 3), "n"), ((3,), "n")], conv(1, 1, act="relu")),
+    ("conv2d_groups_tanh", [((1, 4, 4, 4), "n"), ((4, 2, 2, 2), "n"), ((4,), "n")], conv(2, 0, 1, 2, "tanh")),
+    ("conv2d_depthwise_sigmoid", [((1, 2, 5, 5), "n"), ((2, 1, 3, 3), "n")], conv(1, 1, 2, 2, "sigmoid")),
+    # ---- pooling
+    ("max_pool2d", [((1, 2, 4, 4), "n")], lambda x: F.max_pool2d(x, 2), max_pool_indices(2, 2, 0)),
+    ("max_pool2d_pad", [((1, 2, 5, 5), "n")], lambda x: F.max_pool2d(x, 3, 2, 1), max_pool_indices(3, 2, 1)),
+    ("max_pool2d_nonsquare", [((1, 2, 4, 5), "n")], lambda x: F.max_pool2d(x, (2, 3), (1, 2), 1),
+     max_pool_indices((2, 3), (1, 2), 1)),
+    ("avg_pool2d", [((1, 2, 4, 4), "n")], lambda x: F.avg_pool2d(x, 2)),
+    ("avg_pool2d_pad_include", [((1, 2, 5, 5), "n")], lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=True)),
+    ("avg_pool2d_pad_exclude", [((1, 2, 5, 5), "n")], lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
+    ("avg_pool2d_nonsquare", [((1, 2, 5, 6), "n")], lambda x: F.avg_pool2d(x, (3, 2), (1, 2), (1, 0), False, False)),
+    ("adaptive_avg_pool2d_global", [((2, 3, 3, 4), "n")], lambda x: F.adaptive_avg_pool2d(x, 1)),
+    ("adaptive_avg_pool2d_uneven", [((1, 2, 5, 7), "n")], lambda x: F.adaptive_avg_pool2d(x, (3, 2))),
+    ("adaptive_avg_pool2d_upsample", [((1, 2, 3, 2), "n")], lambda x: F.adaptive_avg_pool2d(x, (5, 3))),
+    # ---- softmax
+    ("softmax_first", [X3], lambda x: torch.softmax(x, 0)),
+    ("softmax_mid", [X3], lambda x: torch.softmax(x, 1)),
+    ("softmax_last", [X3], lambda x: torch.softmax(x, -1)),
+    ("log_softmax_first", [X3], lambda x: torch.log_softmax(x, 0)),
+    ("log_softmax_mid", [X3], lambda x: torch.log_softmax(x, 1)),
+    ("log_softmax_last", [X3], lambda x: torch.log_softmax(x, -1)),
+    # ---- losses (integer targets are constants; -100 is the default ignore_index)
+    ("cross_entropy", [((5, 4), "n")], lambda x: F.cross_entropy(x, CE_TARGET)),
+    ("cross_entropy_none", [((5, 4), "n")], lambda x: F.cross_entropy(x, CE_TARGET, reduction="none")),
+    ("cross_entropy_sum", [((5, 4), "n")], lambda x: F.cross_entropy(x, CE_TARGET, reduction="sum")),
+    ("cross_entropy_smooth", [((5, 4), "n")], lambda x: F.cross_entropy(x, CE_TARGET, label_smoothing=0.15)),
+    ("cross_entropy_smooth_none", [((5, 4), "n")],
+     lambda x: F.cross_entropy(x, CE_TARGET, reduction="none", label_smoothing=0.15)),
+    ("cross_entropy_ignore_class", [((4, 3), "n")], lambda x: F.cross_entropy(x, CE_TARGET_IGNORE1, ignore_index=1)),
+    ("cross_entropy_4d", [((2, 4, 2, 3), "n")], lambda x: F.cross_entropy(x, CE_TARGET_4D)),
+    ("cross_entropy_4d_smooth_none", [((2, 4, 2, 3), "n")],
+     lambda x: F.cross_entropy(x, CE_TARGET_4D, reduction="none", label_smoothing=0.1)),
+    ("nll_loss", [((5, 4), "n")], lambda x: F.nll_loss(x, CE_TARGET)),
+    ("nll_loss_none", [((5, 4), "n")], lambda x: F.nll_loss(x, CE_TARGET, reduction="none")),
+    ("nll_loss_4d_sum", [((2, 4, 2, 3), "n")], lambda x: F.nll_loss(x, CE_TARGET_4D, reduction="sum")),
+    # ---- batch_norm (x[, weight, bias]), running stats BN_RUNNING_MEAN / BN_RUNNING_VAR
+    ("batch_norm_train", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True), batch_norm_running_stats),
+    ("batch_norm_train_4d", [((2, 3, 3, 2), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True),
+     batch_norm_running_stats),
+    ("batch_norm_train_noaffine", [((4, 3, 2), "n")], batch_norm(True), batch_norm_running_stats),
+    ("batch_norm_eval", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False)),
+    ("batch_norm_eval_4d", [((2, 3, 3, 2), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False)),
+    ("batch_norm_eval_noaffine", [((2, 3, 2, 2), "n")], batch_norm(False)),
+    ("batch_norm_train_relu", [((2, 3, 3, 2), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True, "relu")),
+    ("batch_norm_train_sigmoid", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(True, "sigmoid")),
+    ("batch_norm_eval_tanh", [((5, 3), "n"), ((3,), "p"), ((3,), "n")], batch_norm(False, "tanh")),
+    # ---- linear (x, w[, b])
+    ("linear", [A, ((5, 4), "n"), ((5,), "n")], linear()),
+    ("linear_1d", [((4,), "n"), ((3, 4), "n"), ((3,), "n")], linear()),
+    ("linear_3d_nobias", [X3, ((6, 4), "n")], linear()),
+    ("linear_relu", [A, ((5, 4), "n"), ((5,), "n")], linear("relu")),
+    ("linear_3d_tanh", [X3, ((5, 4), "n"), ((5,), "n")], linear("tanh")),
+    ("linear_sigmoid_nobias", [A, ((2, 4), "n")], linear("sigmoid")),
+    # ---- dropout with a fixed generator
+    ("dropout", [A], dropout(0.4, 5)),
+    ("dropout_rank3", [X3], dropout(0.25, 7)),
+]
+
+
 def draw(rng, shape, domain):
     n = int(np.prod(shape))
     if domain == "p":
@@ -187,18 +323,21 @@ def draw(rng, shape, domain):
 
 def main():
     tensors = {}
-    for name, specs, op in CASES:
+    for (name, specs, op, *extras), dtype in [(c, torch.float32) for c in CASES] + [(c, torch.float64) for c in NN_CASES]:
         assert "/" not in name and name not in {n.split("/")[0] for n in tensors}, name
         rng = np.random.default_rng(zlib.crc32(name.encode()))
-        inputs = [torch.tensor(draw(rng, shape, domain), requires_grad=True) for shape, domain in specs]
+        inputs = [torch.tensor(draw(rng, shape, domain), dtype=dtype, requires_grad=True) for shape, domain in specs]
         out = op(*inputs)
-        w = torch.tensor(rng.uniform(-1.0, 1.0, tuple(out.shape)).astype(np.float32))
+        w = torch.tensor(rng.uniform(-1.0, 1.0, tuple(out.shape)).astype(np.float32), dtype=dtype)
         (out * w).sum().backward()
         for i, x in enumerate(inputs):
             tensors[f"{name}/in{i}"] = x.detach().numpy()
             tensors[f"{name}/grad{i}"] = x.grad.numpy()
         tensors[f"{name}/w"] = w.numpy()
         tensors[f"{name}/out"] = out.detach().numpy()
+        for extra in extras:
+            for key, value in extra(*inputs).items():
+                tensors[f"{name}/{key}"] = value.detach().numpy()
 
     header, chunks, offset = {"__metadata__": {"written_by": "make_fixtures.py", "torch": torch.__version__}}, [], 0
     for key in sorted(tensors):
@@ -214,7 +353,7 @@ def main():
         f.write(text)
         for chunk in chunks:
             f.write(chunk)
-    print(f"wrote {path}: {len(CASES)} cases, {8 + len(text) + offset} bytes")
+    print(f"wrote {path}: {len(CASES) + len(NN_CASES)} cases, {8 + len(text) + offset} bytes")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "datasets/data_loader.h"
@@ -145,9 +148,20 @@ TEST_CASE("data_loader: errors from the worker are rethrown by next(), bad argum
 
 TEST_CASE("data_loader: destroying a loader mid-epoch stops its worker") {
   for (int i = 0; i < 20; ++i) {
-    DataLoader loader(numbered(100), {.batch_size = 2, .prefetch = 4});
-    CHECK(loader.next().has_value());
-  }  // the destructor joins a worker blocked on a full queue; a leak would crash or hang here
+    // Counts the batches the worker assembles; shared so it outlives the loader.
+    auto assembled = std::make_shared<std::atomic<int>>(0);
+    {
+      DataLoader loader(numbered(100), {.batch_size = 2, .prefetch = 4, .transform = [assembled](Batch&) { ++*assembled; }});
+      CHECK(loader.next().has_value());
+    }  // the destructor joins a worker blocked on a full queue (a leak would crash or hang here)
+    const int at_destruction = assembled->load();
+    // The full queue held the worker back: it never assembled the 50-batch epoch.
+    CHECK(at_destruction >= 1);
+    CHECK(at_destruction < 50);
+    // And it is gone: nothing assembles a batch after the destructor returned.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(assembled->load() == at_destruction);
+  }
 }
 
 TEST_CASE("data_loader: random_permutation is a permutation and depends on the generator") {

@@ -22,9 +22,9 @@ std::vector<double> trace(LrScheduler& sched, Optimizer& opt, int n, size_t g = 
   }
   return out;
 }
-void check_close(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12));
+// A trace of learning rates against the expected one, to rounding.
+void check_lrs(const std::vector<double>& got, const std::vector<double>& want) {
+  test::check_close(tensor<double>(got), tensor<double>(want), 1e-12, 0);
 }
 }  // namespace
 
@@ -32,7 +32,7 @@ TEST_CASE("lr_scheduler: StepLR decays every step_size steps, per group") {
   Tensor p = zeros({1}, {.requires_grad = true}), q = zeros({1}, {.requires_grad = true});
   SGD opt({{{p}, {.lr = 1.0}}, {{q}, {.lr = 0.5}}});
   StepLR sched(opt, 2, 0.5);
-  check_close(trace(sched, opt, 6), {1, 1, 0.5, 0.5, 0.25, 0.25});
+  check_lrs(trace(sched, opt, 6), {1, 1, 0.5, 0.5, 0.25, 0.25});
   CHECK(opt.lr(1) == Approx(0.125));
   CHECK_THROWS_WITH(StepLR(opt, 0), Contains("step_size must be > 0, got 0"));
 }
@@ -41,7 +41,7 @@ TEST_CASE("lr_scheduler: MultiStepLR decays at each milestone") {
   Tensor p = zeros({1}, {.requires_grad = true});
   SGD opt({p}, {.lr = 0.1});
   MultiStepLR sched(opt, {2, 5}, 0.1);
-  check_close(trace(sched, opt, 7), {0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001});
+  check_lrs(trace(sched, opt, 7), {0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001});
   CHECK_THROWS_WITH(MultiStepLR(opt, {5, 2}), Contains("ascending"));
 }
 
@@ -55,7 +55,7 @@ TEST_CASE("lr_scheduler: CosineWithWarmup ramps linearly then follows the cosine
     want.push_back(0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * progress)));
   }
   const std::vector<double> got = trace(sched, opt, 14);
-  check_close(got, want);
+  check_lrs(got, want);
   CHECK(got[8] == Approx(0.55));   // half way: the mean of base and min
   CHECK(got[13] == Approx(0.1));   // stays at min_lr after total_steps
   CHECK_THROWS_WITH(CosineWithWarmup(opt, 5, 5), Contains("0 <= warmup_steps < total_steps"));

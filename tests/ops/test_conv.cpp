@@ -1,72 +1,14 @@
-// conv2d: PyTorch fixtures (forward and every gradient, f32), f64 gradchecks for every mode,
-// the chunked and pointwise paths, and the errors a user can cause.
+// conv2d beyond the op table (tests/ops/test_op_table.cpp has its PyTorch values, gradients and
+// gradchecks for every mode): the column-chunked path of a large batch, an empty batch, the
+// backward ops against autograd, and the errors a user can cause.
 #include <string>
 
-#include "cnn_fixtures.h"
 #include "ember.h"
 #include "support/test_support.h"
 
 using namespace ember;
-using ember::autograd::TensorList;
-using ember::test::CnnCase;
-using ember::test::cnn_cases;
+using ember::test::check_close;
 using ember::test::error_of;
-using ember::test::require_close;
-
-namespace {
-
-struct ConvArgs {
-  IntPair stride, padding, dilation;
-  int64_t groups;
-};
-ConvArgs conv_args(const CnnCase& c) {
-  return {c.pair("stride"), c.pair("padding"), c.pair("dilation"), c.args.at("groups").as_int()};
-}
-
-}  // namespace
-
-TEST_CASE("conv2d matches PyTorch: forward and gradients of x, w, b", "[conv]") {
-  for (const CnnCase& c : cnn_cases("conv2d")) {
-    SECTION(c.name) {
-      const ConvArgs a = conv_args(c);
-      // f32 sums of at most ~100 products of N(0, 1) values against an f64 reference.
-      test::check_layer_case(
-          c,
-          [&](const Tensor& x, const Tensor& w, const Tensor& b) {
-            return conv2d(x, w, b, a.stride, a.padding, a.dilation, a.groups);
-          },
-          1e-4);
-    }
-  }
-}
-
-TEST_CASE("conv2d gradcheck in f64 for every fixture mode", "[conv][gradcheck]") {
-  for (const CnnCase& c : cnn_cases("conv2d")) {
-    SECTION(c.name) {
-      const ConvArgs a = conv_args(c);
-      TensorList inputs{c.tensor("x").to(DType::f64), c.tensor("w").to(DType::f64)};
-      if (c.has("b")) inputs.push_back(c.tensor("b").to(DType::f64));
-      auto r = gradcheck(
-          [&](const TensorList& in) {
-            return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), a.stride, a.padding, a.dilation, a.groups);
-          },
-          inputs);
-      INFO(r.report);
-      REQUIRE(r.ok);
-    }
-  }
-}
-
-TEST_CASE("conv2d gradcheck on a non-contiguous input", "[conv][gradcheck]") {
-  Tensor x = randn({5, 4, 2, 3}, {.dtype = DType::f64}).permute({3, 2, 0, 1});  // (3, 2, 5, 4) view
-  Tensor w = randn({4, 1, 2, 2}, {.dtype = DType::f64});
-  REQUIRE(!x.is_contiguous());
-  auto r = gradcheck([](const TensorList& in) { return conv2d(in[0], in[1], {}, 1, 1, 1, 2); }, {x, w});
-  INFO(r.report);
-  REQUIRE(r.ok);
-  // And the forward agrees with the contiguous copy exactly.
-  require_close(conv2d(x, w, {}, 1, 1, 1, 2), conv2d(x.contiguous(), w, {}, 1, 1, 1, 2), 0, 0, "view");
-}
 
 TEST_CASE("conv2d splits a large batch into column chunks without changing the result", "[conv]") {
   // Columns of one image: 16 channels x 9 taps x 64 x 64 x 4 B = 2.25 MiB, so 30 images need
@@ -81,10 +23,11 @@ TEST_CASE("conv2d splits a large batch into column chunks without changing the r
   for (int64_t n : {0, 17, 29}) {  // one image at a time: a single chunk
     Tensor xn = x.detach().narrow(0, n, 1).requires_grad_();
     Tensor yn = conv2d(xn, w.detach(), b.detach(), 1, 1);
-    require_close(y.detach().narrow(0, n, 1), yn, 1e-4, 1e-4, "y of image " + std::to_string(n));
+    INFO("image " << n);
+    check_close(y.detach().narrow(0, n, 1), yn, 1e-4, 1e-4);
     Tensor wn = w.detach().requires_grad_();
     sum(mul(conv2d(xn, wn, {}, 1, 1), gy.narrow(0, n, 1))).backward();
-    require_close(x.grad().narrow(0, n, 1), xn.grad(), 1e-4, 1e-4, "dx of image " + std::to_string(n));
+    check_close(x.grad().narrow(0, n, 1), xn.grad(), 1e-4, 1e-4);
   }
   // dw over the whole batch against the sum of per-chunk-sized halves.
   Tensor w1 = w.detach().requires_grad_();
@@ -92,8 +35,8 @@ TEST_CASE("conv2d splits a large batch into column chunks without changing the r
   Tensor dw_first = w1.grad();
   Tensor w2 = w.detach().requires_grad_();
   sum(mul(conv2d(x.detach().narrow(0, 15, 15), w2, {}, 1, 1), gy.narrow(0, 15, 15))).backward();
-  require_close(w.grad(), add(dw_first, w2.grad()), 2e-3, 1e-4, "dw");
-  require_close(b.grad(), sum(gy, {0, 2, 3}), 1e-3, 1e-4, "db");
+  check_close(w.grad(), add(dw_first, w2.grad()), /*rtol=*/1e-4, /*atol=*/2e-3);
+  check_close(b.grad(), sum(gy, {0, 2, 3}), /*rtol=*/1e-4, /*atol=*/1e-3);
 }
 
 TEST_CASE("conv2d with an empty batch gives an empty output and zero weight gradient", "[conv]") {
@@ -114,9 +57,9 @@ TEST_CASE("conv2d backward ops agree with autograd", "[conv]") {
   Tensor y = conv2d(x, w, {}, {2, 1}, {1, 0}, {1, 2}, 2);
   Tensor gy = randn(y.shape(), {.dtype = DType::f64});
   sum(mul(y, gy)).backward();
-  require_close(conv2d_input_grad(gy, w.detach(), x.shape(), {2, 1}, {1, 0}, {1, 2}, 2), x.grad(), 1e-12, 0, "dx");
-  require_close(conv2d_weight_grad(x.detach(), gy, w.shape(), {2, 1}, {1, 0}, {1, 2}, 2), w.grad(), 1e-12, 0, "dw");
-  require_close(conv2d_bias_grad(gy), sum(gy, {0, 2, 3}), 1e-12, 1e-12, "db");
+  check_close(conv2d_input_grad(gy, w.detach(), x.shape(), {2, 1}, {1, 0}, {1, 2}, 2), x.grad(), 0, 1e-12);
+  check_close(conv2d_weight_grad(x.detach(), gy, w.shape(), {2, 1}, {1, 0}, {1, 2}, 2), w.grad(), 0, 1e-12);
+  check_close(conv2d_bias_grad(gy), sum(gy, {0, 2, 3}), 1e-12, 1e-12);
 }
 
 TEST_CASE("conv2d errors name the op, the expectation and the shapes", "[conv][errors]") {

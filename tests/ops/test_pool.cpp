@@ -1,65 +1,30 @@
-// max_pool2d, avg_pool2d, adaptive_avg_pool2d: PyTorch fixtures (values, indices, gradients),
-// f64 gradchecks, hand-checked values and the errors a user can cause.
+// max_pool2d, avg_pool2d, adaptive_avg_pool2d beyond the op table (tests/ops/test_op_table.cpp
+// has their PyTorch values, gradients, gradchecks and non-contiguous inputs): max_pool2d's
+// indices against PyTorch, hand-checked values, NaN and padding, overlapping windows, errors.
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "cnn_fixtures.h"
 #include "ember.h"
 #include "support/test_support.h"
 
 using namespace ember;
-using ember::autograd::TensorList;
-using ember::test::CnnCase;
-using ember::test::cnn_cases;
 using ember::test::error_of;
-using ember::test::require_close;
 
-namespace {
-
-// Runs op on the case's x, checks y and dx = d sum(y * gy) / dx against the fixture, then
-// gradchecks the same op in f64.
-void check_case(const CnnCase& c, const std::function<Tensor(const Tensor&)>& op) {
-  Tensor x = c.tensor("x").requires_grad_();
-  Tensor y = op(x);
-  require_close(y, c.tensor("y"), 1e-5, 1e-5, c.name + ": y");
-  sum(mul(y, c.tensor("gy"))).backward();
-  require_close(x.grad(), c.tensor("dx"), 1e-5, 1e-5, c.name + ": dx");
-  auto r = gradcheck([&](const TensorList& in) { return op(in[0]); }, {c.tensor("x").to(DType::f64)});
-  INFO(r.report);
-  REQUIRE(r.ok);
-}
-
-}  // namespace
-
-TEST_CASE("max_pool2d matches PyTorch: values, indices and gradient", "[pool]") {
-  for (const CnnCase& c : cnn_cases("max_pool2d")) {
-    SECTION(c.name) {
-      const IntPair k = c.pair("kernel"), s = c.pair("stride"), p = c.pair("padding");
-      check_case(c, [&](const Tensor& x) { return max_pool2d(x, k, s, p); });
-      auto [values, indices] = max_pool2d_with_indices(c.tensor("x"), k, s, p);
-      REQUIRE(indices.dtype() == DType::i64);
-      REQUIRE(indices.to_vector<int64_t>() == c.tensor("indices").to_vector<int64_t>());
-    }
-  }
-}
-
-TEST_CASE("avg_pool2d matches PyTorch with and without padding in the divisor", "[pool]") {
-  for (const CnnCase& c : cnn_cases("avg_pool2d")) {
-    SECTION(c.name) {
-      const IntPair k = c.pair("kernel"), s = c.pair("stride"), p = c.pair("padding");
-      const bool include = c.args.at("count_include_pad").as_bool();
-      check_case(c, [&](const Tensor& x) { return avg_pool2d(x, k, s, p, include); });
-    }
-  }
-}
-
-TEST_CASE("adaptive_avg_pool2d matches PyTorch for global, uneven and upsampling sizes", "[pool]") {
-  for (const CnnCase& c : cnn_cases("adaptive_avg_pool2d")) {
-    SECTION(c.name) {
-      const IntPair size = c.pair("output_size");
-      check_case(c, [&](const Tensor& x) { return adaptive_avg_pool2d(x, size); });
-    }
+// max_pool2d's indices against PyTorch's, for the max_pool2d cases of the op table (which checks
+// their values and gradients); make_fixtures.py stores them as "<case>/indices".
+TEST_CASE("max_pool2d indices match PyTorch", "[pool]") {
+  const test::Fixtures fx("ops_fixtures.safetensors");
+  struct Case {
+    const char* name;
+    IntPair kernel, stride, padding;
+  };
+  for (const Case& c : {Case{"max_pool2d", 2, 2, 0}, Case{"max_pool2d_pad", 3, 2, 1},
+                        Case{"max_pool2d_nonsquare", {2, 3}, {1, 2}, 1}}) {
+    INFO(c.name);
+    auto [values, indices] = max_pool2d_with_indices(fx.get(std::string(c.name) + "/in0"), c.kernel, c.stride, c.padding);
+    REQUIRE(indices.dtype() == DType::i64);
+    CHECK_THAT(indices, test::all_close(fx.get(std::string(c.name) + "/indices"), 0, 0));
   }
 }
 
@@ -96,14 +61,6 @@ TEST_CASE("max_pool2d backward sums the gradients of overlapping windows", "[poo
   sum(max_pool2d(x, 3, 1)).backward();
   REQUIRE(x.grad().to_vector<float>()[5] == 4.0f);
   REQUIRE(sum(x.grad()).item() == 4.0);
-}
-
-TEST_CASE("pooling of a non-contiguous input equals pooling of its copy", "[pool]") {
-  Tensor x = randn({6, 5, 2, 3}).permute({2, 3, 0, 1});  // (2, 3, 6, 5) view
-  REQUIRE(!x.is_contiguous());
-  require_close(max_pool2d(x, 2, 1, 1), max_pool2d(x.contiguous(), 2, 1, 1), 0, 0, "max");
-  require_close(avg_pool2d(x, 3, 2, 1), avg_pool2d(x.contiguous(), 3, 2, 1), 0, 0, "avg");
-  require_close(adaptive_avg_pool2d(x, {4, 2}), adaptive_avg_pool2d(x.contiguous(), {4, 2}), 0, 0, "adaptive");
 }
 
 TEST_CASE("pooling errors name the op, the expectation and the input", "[pool][errors]") {

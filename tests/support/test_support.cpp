@@ -23,7 +23,10 @@ std::vector<double> host_values(const Tensor& t) {
   return t.detach().cpu().to(DType::f64).contiguous().to_vector<double>();
 }
 
-}  // namespace
+struct CloseResult {
+  bool ok = true;
+  std::string message;  // on failure: the shape mismatch, or the worst element and how many failed
+};
 
 CloseResult compare_close(const Tensor& got, const Tensor& expected, double rtol, double atol) {
   CloseResult r;
@@ -65,8 +68,10 @@ CloseResult compare_close(const Tensor& got, const Tensor& expected, double rtol
   return r;
 }
 
-bool AllClose::match(const Tensor& got) const {
-  const CloseResult r = compare_close(got, expected_, rtol_, atol_);
+}  // namespace
+
+bool AllClose::match(const Tensor& actual) const {
+  const CloseResult r = compare_close(actual, expected_, rtol_, atol_);
   last_ = r.message;
   return r.ok;
 }
@@ -80,8 +85,8 @@ std::string AllClose::describe() const {
 
 AllClose all_close(const Tensor& expected, double rtol, double atol) { return AllClose(expected, rtol, atol); }
 
-void check_close(const Tensor& got, const Tensor& expected, double rtol, double atol) {
-  const CloseResult r = compare_close(got, expected, rtol, atol);
+void check_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  const CloseResult r = compare_close(actual, expected, rtol, atol);
   INFO(r.message);
   CHECK(r.ok);
 }

@@ -20,20 +20,18 @@
 namespace ember::test {
 
 // ---- value comparison ---------------------------------------------------------------------------
-// Element-wise |got - expected| <= atol + rtol * |expected| (NaN matches NaN, inf matches the
-// same inf). Shapes must be equal; dtypes may differ (both are compared as f64).
-struct CloseResult {
-  bool ok = true;
-  std::string message;  // on failure: the shape mismatch, or the worst element and how many failed
-};
-CloseResult compare_close(const Tensor& got, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
-
-// Catch matcher form: REQUIRE_THAT(got, all_close(expected, rtol, atol)). The description
-// names the worst element: its index, the value got, the value expected.
+// The one comparison of the tests, actual first: element-wise
+//   |actual - expected| <= atol + rtol * |expected|
+// where NaN matches NaN (and nothing else) and an infinity matches the same infinity. Shapes must be
+// equal; dtypes may differ (both are compared as f64); an undefined tensor matches only an
+// undefined one. On failure the message names the worst element: its index, both values.
+//
+//   REQUIRE_THAT(actual, all_close(expected, rtol, atol));   // Catch matcher
+//   check_close(actual, expected, rtol, atol);               // non-fatal CHECK, for helpers
 class AllClose : public Catch::MatcherBase<Tensor> {
  public:
   AllClose(Tensor expected, double rtol, double atol) : expected_(std::move(expected)), rtol_(rtol), atol_(atol) {}
-  bool match(const Tensor& got) const override;
+  bool match(const Tensor& actual) const override;
   std::string describe() const override;
 
  private:
@@ -41,10 +39,9 @@ class AllClose : public Catch::MatcherBase<Tensor> {
   double rtol_, atol_;
   mutable std::string last_;
 };
-AllClose all_close(const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+AllClose all_close(const Tensor& expected, double rtol, double atol);
 
-// Assertion form, usable in helper functions: CHECKs (non-fatal) and prints the message.
-void check_close(const Tensor& got, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6);
+void check_close(const Tensor& actual, const Tensor& expected, double rtol, double atol);
 
 // ---- fixtures ---------------------------------------------------------------------------------------
 // Absolute path of a file in tests/data/.
