@@ -1,4 +1,4 @@
-// The tiled transpose behind cuda::copy (kernels/transpose.cu), for copy's own use.
+// The tiled transpose behind cuda::copy (ops/cuda/transpose.cu), for copy's own use.
 //
 //   const auto L = make_layout(dst, {&src});
 //   if (!copy_transposed(L, dst.dtype(), src.dtype())) launch_elementwise<...>(L, ...);

@@ -1,4 +1,4 @@
-// The optimizer steps on cuda (kernels/optim.cu) against the CPU steps: the same rule, so the
+// The optimizer steps on cuda (ops/cuda/optim.cu) against the CPU steps: the same rule, so the
 // same parameters and state after a few steps.
 #include "ember.h"
 #include "support/test_support.h"
