@@ -2,4 +2,6 @@
 #pragma once
 
 #include "losses/cross_entropy.h"
+#include "losses/metric_common.h"
+#include "losses/ntxent.h"
 #include "losses/reduction.h"

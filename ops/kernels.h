@@ -20,6 +20,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise_functors.h"
 #include "ops/optim_rules.h"
+#include "ops/pair_tiles.h"
 #include "ops/reduce_op.h"
 
 namespace ember::cpu {
@@ -180,6 +181,22 @@ void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
 // initial C and the activation its epilogue, so neither costs a pass of its own).
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
+// ---- metric-learning losses (ntxent.cpp, ...) ------------------------------------------------
+// e: (B, D) contiguous L2-normalised rows, f32/f64; labels: (B) i64; `tiles`: how the B x B
+// similarities s_ij = e_i . e_j are streamed (ops/pair_tiles.h; no kernel holds the matrix).
+// Scalar rules and pair conventions: ops/metric_rules.h.
+//
+// NT-Xent -> stats (B, 2) f64: per anchor i [lse_i, G_i], lse_i = log sum over its negatives k of
+// exp(s_ik / t), G_i = the sum over its positive pairs of dloss/dz; loss (0-d, e's dtype): the
+// mean over positive pairs (i, j) of -log(sigmoid(s_ij / t - lse_i) + small_val); pairs (0-d f64):
+// their number. A batch without a positive or without a negative pair gives loss 0 and pairs 0.
+void ntxent_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                    const Tensor& stats, const Tensor& loss, const Tensor& pairs);
+// grad (0-d, e's dtype), e, labels, stats, pairs as above -> de (B, D) = grad * dloss/de (0 when
+// pairs is 0).
+void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                     double temperature, const Tensor& stats, const Tensor& pairs, const Tensor& de);
+
 }  // namespace ember::cpu
 
 namespace ember {
@@ -225,6 +242,8 @@ EMBER_DEVICE_KERNEL(avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_forward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(linear_forward);
+EMBER_DEVICE_KERNEL(ntxent_forward);
+EMBER_DEVICE_KERNEL(ntxent_backward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

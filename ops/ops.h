@@ -14,4 +14,5 @@
 #include "ops/shape_ops.h"
 #include "ops/dropout.h"
 #include "ops/norm.h"
+#include "ops/pair_tiles.h"
 #include "ops/softmax.h"

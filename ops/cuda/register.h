@@ -19,6 +19,7 @@
   X(linear)                           \
   X(matmul)                           \
   X(norm)                             \
+  X(ntxent)                           \
   X(optim)                            \
   X(pool)                             \
   X(reduce)                           \

@@ -1,0 +1,24 @@
+#include "losses/metric_common.h"
+
+#include "ops/ops.h"
+
+namespace ember {
+
+void check_embeddings(const char* op, const Tensor& embeddings, const Tensor& labels) {
+  EMBER_CHECK(embeddings.dim() == 2, op, ": expected embeddings of shape (B, D), got ",
+              shape_str(embeddings.shape()));
+  EMBER_CHECK(embeddings.dtype() == DType::f32 || embeddings.dtype() == DType::f64, op,
+              ": expected f32 or f64 embeddings, got ", dtype_name(embeddings.dtype()));
+  EMBER_CHECK(labels.dtype() == DType::i64, op, ": expected labels of dtype i64, got ", dtype_name(labels.dtype()));
+  EMBER_CHECK(labels.dim() == 1 && labels.size(0) == embeddings.size(0), op, ": expected labels of shape (",
+              embeddings.size(0), ") for embeddings ", shape_str(embeddings.shape()), ", got ",
+              shape_str(labels.shape()));
+  check_same_device(op, embeddings, labels);
+}
+
+Tensor normalize_rows(const Tensor& embeddings) {
+  constexpr double kEps = 1e-12;
+  return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));
+}
+
+}  // namespace ember

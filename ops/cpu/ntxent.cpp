@@ -1,0 +1,117 @@
+// NT-Xent on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
+// (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
+//   forward   one pass of similarity tiles folds each anchor's negatives into lse_i; the few
+//             positive pairs are then revisited with a dot product each (no second GEMM pass);
+//   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji and accumulates
+//             de_i += that weight * e_j with the GEMM.
+// d loss / d s for one anchor i, with P positive pairs in the batch and z_ij = s_ij / t - lse_i:
+//   positive j:  dz_ij / (t P)                        (dz from ntxent_pair)
+//   negative k:  -exp(s_ik / t - lse_i) G_i / (t P)   (through lse_i of every positive of i)
+#include <algorithm>
+
+#include "ops/cpu/similarity_tiles.h"
+#include "ops/kernels.h"
+#include "ops/metric_rules.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class T>
+void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                   const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
+  const int64_t B = e.size(0), D = e.size(1);
+  const T* E = e.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  double* st = stats.data<double>();  // (B, 2): [lse_i, G_i]
+  const double inv_t = 1.0 / temperature, small = small_val<T>();
+  // Per anchor: its loss sum and positive count (summed in a fixed order below).
+  const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64});
+  double* row = rows.data<double>();
+
+  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    // While streaming, st holds each anchor's running (max, sum) over its negatives.
+    for (int64_t i = r0; i < r1; ++i) st[2 * i] = -INFINITY, st[2 * i + 1] = 0;
+    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
+      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
+      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      for (int64_t i = r0; i < r1; ++i) {
+        OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
+        const T* s = S + (i - r0) * width;
+        for (int64_t j = c0; j < c1; ++j)
+          if (y[j] != y[i]) lse.add(double(s[j - c0]) * inv_t);
+        st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
+      }
+    }
+    for (int64_t i = r0; i < r1; ++i) {
+      const double lse_i = OnlineLogSumExp{st[2 * i], st[2 * i + 1]}.value();
+      double loss_i = 0, dz_i = 0, count = 0;
+      for (int64_t j = 0; j < B; ++j) {
+        if (j == i || y[j] != y[i]) continue;
+        const NTXentPair p = ntxent_pair(row_dot(E, E, D, i, j) * inv_t - lse_i, small);
+        loss_i += p.loss, dz_i += p.dz, count += 1;
+      }
+      st[2 * i] = lse_i, st[2 * i + 1] = dz_i;
+      row[2 * i] = loss_i, row[2 * i + 1] = count;
+    }
+  });
+
+  double total = 0, positives = 0;
+  bool any_negative = false;
+  for (int64_t i = 0; i < B; ++i) {
+    total += row[2 * i], positives += row[2 * i + 1];
+    any_negative |= st[2 * i] != -INFINITY;
+  }
+  const bool defined = positives > 0 && any_negative;
+  loss.data<T>()[0] = defined ? T(total / positives) : T(0);
+  pairs.data<double>()[0] = defined ? positives : 0;
+}
+
+template <class T>
+void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                    double temperature, const Tensor& stats, const Tensor& pairs, const Tensor& de) {
+  const int64_t B = e.size(0), D = e.size(1);
+  T* dE = de.data<T>();
+  std::fill(dE, dE + B * D, T(0));
+  const double P = pairs.data<double>()[0];
+  if (P == 0) return;
+  const T* E = e.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  const double* st = stats.data<double>();
+  const double inv_t = 1.0 / temperature, small = small_val<T>();
+  const double scale = double(grad.data<T>()[0]) * inv_t / P;
+  // dloss/ds_ij through anchor i's terms (ds_ji's is the same with i and j swapped).
+  auto through_anchor = [&](int64_t i, int64_t j, double s) {
+    return ntxent_weight(y[j] == y[i], s * inv_t, st[2 * i], st[2 * i + 1], small);
+  };
+  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
+      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
+      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = c0; j < c1; ++j) {
+          const double s = S[(i - r0) * width + (j - c0)];
+          buf.weights[(i - r0) * width + (j - c0)] =
+              i == j ? T(0) : T(scale * (through_anchor(i, j, s) + through_anchor(j, i, s)));
+        }
+      accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
+    }
+  });
+}
+
+}  // namespace
+
+void ntxent_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                    const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
+  dispatch_float(e.dtype(), "ntxent_loss", [&]<class T>(TypeTag<T>) {
+    forward_typed<T>(tiles, e, labels, temperature, stats, loss, pairs);
+  });
+}
+
+void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                     double temperature, const Tensor& stats, const Tensor& pairs, const Tensor& de) {
+  dispatch_float(e.dtype(), "ntxent_loss_backward", [&]<class T>(TypeTag<T>) {
+    backward_typed<T>(tiles, grad, e, labels, temperature, stats, pairs, de);
+  });
+}
+
+}  // namespace ember::cpu

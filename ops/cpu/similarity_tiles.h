@@ -1,0 +1,80 @@
+// Streaming a similarity matrix S = A B^T (A (M, D), B (N, D) row-major) tile by tile on the CPU,
+// for the metric losses (ops/cpu/<loss>.cpp).
+//
+//   for_each_row_block(M, tiles, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+//     for (int64_t c0 = 0; c0 < N; c0 += tiles.cols) {
+//       const int64_t c1 = std::min(N, c0 + tiles.cols);
+//       const T* S = similarity_tile(A, B, D, r0, r1, c0, c1, buf);   // (r1 - r0, c1 - c0)
+//       ...                                                             // S[(i - r0) * (c1 - c0) + (j - c0)]
+//     }
+//   });
+//
+// Note [Streamed pairs]: a pair loss never holds the B x B matrix: each task owns a block of
+// rows, computes one rows x cols tile of similarities at a time with the GEMM into its own
+// buffer (from the caching allocator), folds it into per-row statistics and drops it. The
+// backward pass recomputes the tiles and turns each into a tile of weights W = dloss/dS, then
+// accumulates dA[rows] += W B[cols] with the GEMM. Rows are owned by one task, so nothing is
+// written twice and the sums run in a fixed order: the results do not depend on the thread
+// count, and only in the last bits on the tile size.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/parallel.h"
+#include "core/tensor.h"
+#include "ops/cpu/gemm.h"
+#include "ops/pair_tiles.h"
+
+namespace ember::cpu {
+
+// One task's scratch: a similarity tile and a weight tile of at most rows x cols.
+template <class T>
+struct TileBuffers {
+  Tensor storage;
+  T* similarities = nullptr;
+  T* weights = nullptr;
+  explicit TileBuffers(PairTiles tiles, DType dtype) {
+    const int64_t n = tiles.rows * tiles.cols;
+    storage = Tensor::empty({2 * n}, {.dtype = dtype});
+    similarities = storage.data<T>();
+    weights = similarities + n;
+  }
+};
+
+// Runs fn(r0, r1, buffers) for the row blocks [r0, r1) of M rows, tiles.rows each, in parallel.
+template <class T, class Fn>
+void for_each_row_block(int64_t M, PairTiles tiles, DType dtype, Fn&& fn) {
+  const int64_t blocks = (M + tiles.rows - 1) / tiles.rows;
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    TileBuffers<T> buffers(tiles, dtype);
+    for (int64_t b = b0; b < b1; ++b) fn(b * tiles.rows, std::min(M, (b + 1) * tiles.rows), buffers);
+  });
+}
+
+// S (r1 - r0, c1 - c0) = A[r0:r1] B[c0:c1]^T into buffers.similarities; returns it.
+template <class T>
+const T* similarity_tile(const T* A, const T* B, int64_t D, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                         TileBuffers<T>& buffers) {
+  gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), buffers.similarities, c1 - c0);
+  return buffers.similarities;
+}
+
+// dA[r0:r1] += W B[c0:c1] with W = buffers.weights (r1 - r0, c1 - c0).
+template <class T>
+void accumulate_weighted_rows(const TileBuffers<T>& buffers, const T* B, int64_t D, int64_t r0, int64_t r1,
+                              int64_t c0, int64_t c1, T* dA) {
+  gemm<T>(false, false, r1 - r0, D, c1 - c0, T(1), buffers.weights, c1 - c0, B + c0 * D, D, T(1), dA + r0 * D, D);
+}
+
+// Row i of A dotted with row j of B, for the few pairs a loss revisits (its positives).
+template <class T>
+double row_dot(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
+  const T* a = A + i * D;
+  const T* b = B + j * D;
+  double s = 0;
+  for (int64_t d = 0; d < D; ++d) s += double(a[d]) * double(b[d]);
+  return s;
+}
+
+}  // namespace ember::cpu
