@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes ops_fixtures.safetensors beside this script: PyTorch's forward values and gradients
 for every case of the op table in tests/ops/test_op_table.cpp, the tensor ops and the
-neural-network ops (conv2d, pooling, softmax, losses, batch_norm, linear, dropout) alike.
+neural-network ops (conv2d, pooling, softmax, losses, batch_norm, linear, dropout) and the
+metric-learning losses alike.
 
 Run with Debian's python3-torch (1.13):
     /usr/bin/python3 tests/data/make_fixtures.py
@@ -238,6 +239,36 @@ def dropout(p, seed):
     return op
 
 
+# ---- metric losses: pytorch-metric-learning 2.8.1's formulas written plainly in PyTorch ---------
+# Labels of the metric-loss cases (metric_labels() in test_op_table.cpp).
+METRIC_LABELS = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
+
+
+def pair_masks(labels):
+    """(positive, negative) pair masks: same label and i != j; different labels."""
+    same = labels[:, None] == labels[None, :]
+    return same & ~torch.eye(len(labels), dtype=torch.bool), ~same
+
+
+def ntxent(t):
+    """NTXentLoss: per positive pair (i, j), -log(softmax over itself and the negatives of i
+    + small_val), mean over positive pairs; 0 without a positive or a negative pair."""
+    def loss(x):
+        e = F.normalize(x, p=2, dim=1)
+        s = e @ e.T / t
+        pos, neg = pair_masks(METRIC_LABELS)
+        a, p = pos.nonzero(as_tuple=True)
+        if len(a) == 0 or not neg.any():
+            return (x * 0).sum()
+        pos_s = s[a, p][:, None]
+        neg_s = s[a].masked_fill(~neg[a], -INF)
+        m = torch.maximum(pos_s, neg_s.max(1, keepdim=True).values).detach()
+        numerator = torch.exp(pos_s - m)[:, 0]
+        denominator = torch.exp(neg_s - m).sum(1) + numerator
+        return -torch.log(numerator / denominator + torch.finfo(x.dtype).tiny).mean()
+    return loss
+
+
 NN_CASES = [
     # ---- conv2d (x, w[, b]); the fused activations are applied after the layer here
     ("conv2d", [((2, 2, 5, 4), "n"), ((3, 2, 3, 3), "n"), ((3,), "n")], conv()),
@@ -303,6 +334,9 @@ NN_CASES = [
     # ---- dropout with a fixed generator
     ("dropout", [A], dropout(0.4, 5)),
     ("dropout_rank3", [X3], dropout(0.25, 7)),
+    # ---- metric losses (embeddings (8, 5), METRIC_LABELS)
+    ("ntxent", [((8, 5), "n")], ntxent(0.07)),
+    ("ntxent_t05", [((8, 5), "n")], ntxent(0.5)),
 ]
 
 

@@ -6,8 +6,9 @@
 //   (c) where a cuda device exists (the simulator in CI): f64 values and gradients on cuda equal
 //       the CPU's, and an f64 gradcheck on cuda.
 // The neural-network ops (conv2d, pooling, softmax, cross_entropy / nll_loss, batch_norm, linear,
-// dropout) are cases too: integer targets and running stats are constants made inside the case,
-// so every evaluation sees the same ones; dropout draws from a fresh Generator(seed) each call.
+// dropout) and the metric-learning losses are cases too: integer targets, labels and running
+// stats are constants made inside the case, so every evaluation sees the same ones; dropout
+// draws from a fresh Generator(seed) each call.
 // Broadcast and expanded operands are cases of their own (the expand happens inside the op
 // function, since gradcheck perturbs its leaves in place and they must not overlap).
 // A new case needs a line here and the same-named line in make_fixtures.py.
@@ -68,6 +69,9 @@ Tensor to_dtype_case(const Tensor& x) {
 Tensor ce_target() { return ids({1, 0, 3, -100, 2}, {5}); }
 Tensor ce_target_4d() { return ids({0, 2, 1, -100, 3, 3, 2, 0, 1, 2, 0, 1}, {2, 2, 3}); }
 Tensor ce_target_ignore1() { return ids({0, 1, 2, 1}, {4}); }
+// The labels of the metric-loss cases (METRIC_LABELS in make_fixtures.py): classes of 3, 2, 2
+// and 1 members, so there are positive pairs, negative pairs and an anchor with no positive.
+Tensor metric_labels() { return ids({0, 1, 2, 0, 1, 2, 0, 3}, {8}); }
 
 // The optional last input of a layer (bias) or the pair after x (batch_norm's weight, bias).
 Tensor input_or_none(const TensorList& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
@@ -283,6 +287,9 @@ const std::vector<OpCase>& op_table() {
       // ---- dropout with a fixed generator (the fixture recomputes ember's Philox mask)
       {"dropout", {A}, dropout_case(0.4, 5)},
       {"dropout_rank3", {X3}, dropout_case(0.25, 7)},
+      // ---- metric losses (embeddings (8, 5), metric_labels())
+      {"ntxent", {{8, 5}}, OP1(ntxent_loss(x, metric_labels()))},
+      {"ntxent_t05", {{8, 5}}, OP1(ntxent_loss(x, metric_labels(), {.temperature = 0.5}))},
   };
   return table;
 }
