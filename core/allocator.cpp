@@ -47,6 +47,7 @@ struct PassThroughAllocator::State {
   mutable std::mutex mutex;
   std::unordered_map<void*, size_t> sizes;
   AllocatorStats stats;
+  size_t limit = 0;  // Note [Memory limit]; 0: none
 };
 
 PassThroughAllocator::PassThroughAllocator(std::unique_ptr<RawAllocator> raw)
@@ -56,6 +57,17 @@ PassThroughAllocator::~PassThroughAllocator() = default;
 
 DataPtr PassThroughAllocator::allocate(size_t bytes, StreamId) {
   if (bytes == 0) return {};
+  {
+    std::lock_guard lock(state_->mutex);
+    const AllocatorStats& s = state_->stats;
+    if (state_->limit != 0 && uint64_t(s.allocated_bytes) + bytes > state_->limit) {
+      ++state_->stats.ooms;
+      throw OutOfMemory(detail::concat("allocator: memory limit of ", state_->limit, " bytes on ", raw_->device(),
+                                       " reached: tried to allocate ", bytes, " bytes with ", s.allocated_bytes,
+                                       " allocated"),
+                        __FILE__, __LINE__);
+    }
+  }
   void* ptr = raw_->allocate(bytes);
   std::lock_guard lock(state_->mutex);
   AllocatorStats& s = state_->stats;
@@ -92,6 +104,16 @@ void PassThroughAllocator::release(void* ptr) {
     s.raw_frees += 1;
   }
   raw_->deallocate(ptr, bytes);
+}
+
+void PassThroughAllocator::set_memory_limit(size_t bytes) {
+  std::lock_guard lock(state_->mutex);
+  state_->limit = bytes;
+}
+
+size_t PassThroughAllocator::memory_limit() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->limit;
 }
 
 AllocatorStats PassThroughAllocator::stats() const {

@@ -80,6 +80,12 @@ class Allocator {
   virtual void reset_peak_stats() = 0;
   // Gives every cached, unused block back to the raw allocator.
   virtual void empty_cache() = 0;
+  // Note [Memory limit]: caps the bytes handed out at once (stats().allocated_bytes, as
+  // rounded): a request that would pass the cap throws OutOfMemory naming the limit, before any
+  // raw allocation, and the program can free tensors and go on. 0 removes the cap. Benchmarks
+  // use it as a memory budget (`ember bench losses --budget-mib`).
+  virtual void set_memory_limit(size_t bytes) = 0;
+  virtual size_t memory_limit() const = 0;
   virtual Device device() const = 0;
 
  protected:
@@ -110,6 +116,8 @@ class PassThroughAllocator final : public Allocator {
   AllocatorStats stats() const override;
   void reset_peak_stats() override;
   void empty_cache() override {}
+  void set_memory_limit(size_t bytes) override;
+  size_t memory_limit() const override;
   Device device() const override { return raw_->device(); }
 
  private:

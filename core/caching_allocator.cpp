@@ -103,6 +103,7 @@ struct CachingAllocator::State {
   using LiveMap = std::unordered_map<void*, Block*>;
   LiveMap live;  // allocated blocks by address
   AllocatorStats stats;
+  size_t limit = 0;  // Note [Memory limit]; 0: none
   // Note [Recycling bookkeeping nodes]
   std::vector<Block*> spare_blocks;
   std::vector<BlockSet::node_type> spare_set_nodes;
@@ -226,6 +227,15 @@ struct CachingAllocator::State {
     }
   }
 
+  [[noreturn]] void throw_over_limit(size_t bytes, size_t rounded) {
+    ++stats.ooms;
+    throw OutOfMemory(detail::concat("allocator: memory limit of ", format_bytes(limit), " on ", raw->device(),
+                                     " reached: tried to allocate ", format_bytes(bytes), " (", format_bytes(rounded),
+                                     " rounded) with ", format_bytes(uint64_t(stats.allocated_bytes)),
+                                     " allocated, ", format_bytes(uint64_t(stats.reserved_bytes)), " reserved"),
+                      __FILE__, __LINE__);
+  }
+
   [[noreturn]] void throw_out_of_memory(size_t bytes) {
     ++stats.ooms;
     const size_t total = raw->total_bytes();
@@ -268,6 +278,7 @@ DataPtr CachingAllocator::allocate(size_t bytes, StreamId stream) {
   if (bytes > std::numeric_limits<size_t>::max() / 2) s.throw_out_of_memory(bytes);
 
   const size_t size = round_size(bytes);
+  if (s.limit != 0 && uint64_t(s.stats.allocated_bytes) + size > s.limit) s.throw_over_limit(bytes, size);
   Pool& pool = size <= kSmallSize ? s.small_pool : s.large_pool;
   Block* block = s.take_best_fit(pool, stream, size);
   if (!block) block = s.new_segment(pool, stream, segment_size(size));
@@ -334,6 +345,16 @@ std::string format_bytes(uint64_t bytes) {
   else if (bytes < kGiB) os << double(bytes) / double(kMiB) << " MiB";
   else os << double(bytes) / double(kGiB) << " GiB";
   return os.str();
+}
+
+void CachingAllocator::set_memory_limit(size_t bytes) {
+  std::lock_guard lock(state_->mutex);
+  state_->limit = bytes;
+}
+
+size_t CachingAllocator::memory_limit() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->limit;
 }
 
 }  // namespace ember

@@ -29,6 +29,7 @@
 //   retried once (stats().retries); if that fails too, OutOfMemory is thrown with the request and
 //   the statistics in its message (stats().ooms).
 // - empty_cache() gives every cached segment that is wholly free back to the raw allocator.
+// - set_memory_limit(n) caps the bytes handed out at once (Note [Memory limit] in allocator.h).
 // - Block addresses are segment base + a multiple of 512, so they keep the raw allocator's
 //   alignment up to 512 bytes (64 for CpuRawAllocator).
 // - One mutex guards everything, including the raw calls. Releasing a pointer this allocator did
@@ -62,6 +63,8 @@ class CachingAllocator final : public Allocator {
   AllocatorStats stats() const override;
   void reset_peak_stats() override;
   void empty_cache() override;
+  void set_memory_limit(size_t bytes) override;
+  size_t memory_limit() const override;
   Device device() const override;
 
   // The size a request of `bytes` occupies: rounded up to kMinBlockSize (at least one unit).

@@ -20,6 +20,16 @@ TEST_CASE("pass-through allocator: stats follow allocations") {
   CHECK(a.stats().raw_frees == 1);
 }
 
+TEST_CASE("pass-through allocator: a memory limit refuses what would pass it") {
+  PassThroughAllocator a(std::make_unique<CpuRawAllocator>());
+  a.set_memory_limit(1500);
+  DataPtr p = a.allocate(1000);
+  CHECK_THROWS_WITH(a.allocate(501), Catch::Contains("memory limit of 1500 bytes on cpu reached"));
+  CHECK(a.stats().ooms == 1);
+  p = DataPtr();
+  CHECK(a.allocate(1500));
+}
+
 TEST_CASE("allocator_for: cuda is usable or a clear error") {
   if (cuda::is_available()) {
     DataPtr p = allocator_for(Device::cuda(0)).allocate(256);

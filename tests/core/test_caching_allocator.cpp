@@ -267,6 +267,33 @@ TEST_CASE("caching allocator: out of memory throws with the request and the stat
   CHECK(again);
 }
 
+TEST_CASE("caching allocator: a memory limit refuses what would pass it, and freeing lets work go on") {
+  Fixture f;
+  f.alloc.set_memory_limit(3 * MiB);
+  CHECK(f.alloc.memory_limit() == 3 * MiB);
+  DataPtr a = f.alloc.allocate(2 * MiB);
+  const int64_t raw_calls = f.raw->allocate_calls;
+  try {
+    f.alloc.allocate(1 * MiB + 1);  // rounds to 1 MiB + 512: 3 MiB + 512 would be handed out
+    FAIL("expected OutOfMemory");
+  } catch (const OutOfMemory& e) {
+    CHECK(std::string(e.what()) ==
+          "allocator: memory limit of 3.00 MiB on cpu reached: tried to allocate 1.00 MiB (1.00 MiB rounded) "
+          "with 2.00 MiB allocated, 20.00 MiB reserved");
+  }
+  CHECK(f.raw->allocate_calls == raw_calls);  // refused before any raw call
+  CHECK(f.alloc.stats().ooms == 1);
+  DataPtr b = f.alloc.allocate(1 * MiB);  // exactly at the limit is allowed
+  CHECK(f.alloc.stats().allocated_bytes == int64_t(3 * MiB));
+  b = DataPtr();
+  a = DataPtr();
+  DataPtr c = f.alloc.allocate(3 * MiB);  // after freeing, the budget is there again
+  CHECK(c);
+  f.alloc.set_memory_limit(0);            // no limit
+  DataPtr d = f.alloc.allocate(8 * MiB);
+  CHECK(d);
+}
+
 TEST_CASE("caching allocator: empty_cache returns whole free segments only") {
   Fixture f;
   DataPtr keep = f.alloc.allocate(4096);            // keeps its small segment split and live
