@@ -7,6 +7,7 @@
 
 #include "apps/bench/bench_allocator.h"
 #include "apps/bench/bench_kernels.h"
+#include "apps/bench/bench_losses.h"
 #include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
@@ -47,6 +48,11 @@ struct CommandLine {
   CLI::App* bench_mnist = nullptr;
   ember::bench::BenchMnistOptions bench_mnist_options;
   bool no_pytorch = false;
+
+  CLI::App* bench_losses = nullptr;
+  std::string bench_losses_device = "cpu";
+  ember::bench::BenchLossesOptions bench_losses_options;
+  bool no_capacity = false;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -119,6 +125,22 @@ void add_bench_mnist_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch column");
 }
 
+void add_bench_losses_options(CLI::App& cmd, CommandLine& cl) {
+  ember::bench::BenchLossesOptions& o = cl.bench_losses_options;
+  cmd.add_option("--device", cl.bench_losses_device, "cpu, or cuda (a GPU; ember and PyTorch CUDA)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--rounds", o.rounds, "ember and PyTorch run this many times alternately; each reports its best "
+                                       "(default 3)")
+      ->check(CLI::Range(1, 100));
+  cmd.add_option("--budget-mib", o.budget_mib, "extra memory a batch-capacity run may use (default 256)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd.add_option("--time-cap-s", o.time_cap_s, "longest forward+backward a batch-capacity run may take (default 5)")
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd.add_option("--max-batch", o.max_batch, "the batch-capacity search stops here (default 65536)")
+      ->check(CLI::Range(int64_t(512), int64_t(1) << 24));
+  cmd.add_flag("--no-capacity", cl.no_capacity, "skip the batch-capacity table");
+}
+
 void add_bench_commands(CLI::App& app, CommandLine& cl) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
   bench->require_subcommand(1);
@@ -131,6 +153,9 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   add_bench_matmul_options(*cl.bench_matmul, cl);
   cl.bench_mnist = bench->add_subcommand("mnist", "one epoch of mnist_cnn per batch size, ember vs PyTorch");
   add_bench_mnist_options(*cl.bench_mnist, cl);
+  cl.bench_losses = bench->add_subcommand("losses", "metric-learning losses: ms per forward+backward, peak memory "
+                                                    "and batch capacity, ember vs PyTorch (PML's formulas)");
+  add_bench_losses_options(*cl.bench_losses, cl);
 }
 
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
@@ -174,6 +199,11 @@ int run_command(const CommandLine& cl) {
     ember::bench::BenchMnistOptions options = cl.bench_mnist_options;
     options.with_pytorch = !cl.no_pytorch;
     ember::bench::bench_mnist(options, std::cout);
+  } else if (*cl.bench_losses) {
+    ember::bench::BenchLossesOptions options = cl.bench_losses_options;
+    options.device = ember::parse_device(cl.bench_losses_device);
+    options.capacity = !cl.no_capacity;
+    ember::bench::bench_losses(std::cout, std::cerr, options);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);
   }

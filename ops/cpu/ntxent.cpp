@@ -8,8 +8,10 @@
 //   positive j:  dz_ij / (t P)                        (dz from ntxent_pair)
 //   negative k:  -exp(s_ik / t - lse_i) G_i / (t P)   (through lse_i of every positive of i)
 #include <algorithm>
+#include <limits>
 
 #include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
@@ -35,10 +37,17 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
       for (int64_t i = r0; i < r1; ++i) {
-        OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
+        // This tile's share of lse_i in two vectorisable passes (max, then sum of exp), merged
+        // into the running one (Note [Online softmax]).
         const T* s = S + (i - r0) * width;
-        for (int64_t j = c0; j < c1; ++j)
-          if (y[j] != y[i]) lse.add(double(s[j - c0]) * inv_t);
+        const int64_t* yc = y + c0;
+        const T scale = T(inv_t), low = -std::numeric_limits<T>::infinity();
+        const T m = lane_max<T>(width, [&](int64_t k) { return yc[k] != y[i] ? s[k] * scale : low; });
+        if (m == low) continue;  // no negative of i in this tile
+        const double sum =
+            lane_sum(width, [&](int64_t k) { return yc[k] != y[i] ? fast_exp(T(s[k] * scale - m)) : T(0); });
+        OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
+        lse.merge({double(m), sum});
         st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
       }
     }
@@ -87,12 +96,25 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) {
-          const double s = S[(i - r0) * width + (j - c0)];
-          buf.weights[(i - r0) * width + (j - c0)] =
-              i == j ? T(0) : T(scale * (through_anchor(i, j, s) + through_anchor(j, i, s)));
+      // The columns' lse_j and scale * G_j, contiguous for the vectorised loop below.
+      T* lse_col = buf.column_scratch;
+      T* g_col = lse_col + width;
+      for (int64_t j = c0; j < c1; ++j) lse_col[j - c0] = T(st[2 * j]), g_col[j - c0] = T(scale * st[2 * j + 1]);
+      for (int64_t i = r0; i < r1; ++i) {
+        const T* s = S + (i - r0) * width;
+        T* w = buf.weights + (i - r0) * width;
+        // Every pair as a negative one (vectorisable; a positive pair may give inf * 0 here), then
+        // the positive pairs and the diagonal overwritten exactly (a row has as many as its class
+        // has other members).
+        const T t_inv = T(inv_t), lse_i = T(st[2 * i]), g_i = T(scale * st[2 * i + 1]);
+        for (int64_t k = 0; k < width; ++k) {
+          const T x = s[k] * t_inv;
+          w[k] = -(fast_exp(T(x - lse_i)) * g_i + fast_exp(T(x - lse_col[k])) * g_col[k]);
         }
+        for (int64_t j = c0; j < c1; ++j)
+          if (y[j] == y[i])
+            w[j - c0] = i == j ? T(0) : T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
+      }
       accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
     }
   });

@@ -28,17 +28,20 @@
 
 namespace ember::cpu {
 
-// One task's scratch: a similarity tile and a weight tile of at most rows x cols.
+// One task's scratch: a similarity tile and a weight tile of at most rows x cols, and
+// 2 x cols values of per-column statistics.
 template <class T>
 struct TileBuffers {
   Tensor storage;
   T* similarities = nullptr;
   T* weights = nullptr;
+  T* column_scratch = nullptr;
   explicit TileBuffers(PairTiles tiles, DType dtype) {
     const int64_t n = tiles.rows * tiles.cols;
-    storage = Tensor::empty({2 * n}, {.dtype = dtype});
+    storage = Tensor::empty({2 * n + 2 * tiles.cols}, {.dtype = dtype});
     similarities = storage.data<T>();
     weights = similarities + n;
+    column_scratch = weights + n;
   }
 };
 
