@@ -3,5 +3,7 @@
 
 #include "losses/cross_entropy.h"
 #include "losses/metric_common.h"
+#include "losses/multi_similarity.h"
 #include "losses/ntxent.h"
 #include "losses/reduction.h"
+#include "losses/supcon.h"

@@ -19,6 +19,7 @@
 #include "ops/conv_geometry.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise_functors.h"
+#include "ops/metric_rules.h"
 #include "ops/optim_rules.h"
 #include "ops/pair_tiles.h"
 #include "ops/reduce_op.h"
@@ -186,6 +187,15 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activatio
 // similarities s_ij = e_i . e_j are streamed (ops/pair_tiles.h; no kernel holds the matrix).
 // Scalar rules and pair conventions: ops/metric_rules.h.
 //
+// Multi-Similarity (MultiSimilarityParams: alpha, beta, base) -> stats (B, 2) f64: per row i
+// [lp_i, ln_i], the log(1 + sum exp) over its positives and its negatives (ops/metric_rules.h);
+// loss (0-d, e's dtype): the mean over the B rows of lp_i / alpha + ln_i / beta (0 when B is 0).
+void multi_similarity_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels,
+                              const MultiSimilarityParams& params, const Tensor& stats, const Tensor& loss);
+// grad (0-d, e's dtype), e, labels, stats as above -> de (B, D) = grad * dloss/de.
+void multi_similarity_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                               const MultiSimilarityParams& params, const Tensor& stats, const Tensor& de);
+//
 // NT-Xent -> stats (B, 2) f64: per anchor i [lse_i, G_i], lse_i = log sum over its negatives k of
 // exp(s_ik / t), G_i = the sum over its positive pairs of dloss/dz; loss (0-d, e's dtype): the
 // mean over positive pairs (i, j) of -log(sigmoid(s_ij / t - lse_i) + small_val); pairs (0-d f64):
@@ -196,6 +206,18 @@ void ntxent_forward(const PairTiles& tiles, const Tensor& e, const Tensor& label
 // pairs is 0).
 void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
                      double temperature, const Tensor& stats, const Tensor& pairs, const Tensor& de);
+//
+// SupCon -> stats (B, 3) f64: per anchor i [lse_i, P_i, loss_i], lse_i = log sum over every
+// j != i of exp(s_ij / t), P_i its positives, loss_i = supcon_anchor_loss (ops/metric_rules.h);
+// loss (0-d, e's dtype): the mean of the anchors' losses that are > 0 (PML's AvgNonZeroReducer);
+// anchors (0-d f64): their number. A batch without a positive or without a negative pair, or
+// with no anchor loss > 0, gives loss 0 and anchors 0.
+void supcon_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                    const Tensor& stats, const Tensor& loss, const Tensor& anchors);
+// grad (0-d, e's dtype), e, labels, stats, anchors as above -> de (B, D) = grad * dloss/de (0
+// when anchors is 0).
+void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                     double temperature, const Tensor& stats, const Tensor& anchors, const Tensor& de);
 
 }  // namespace ember::cpu
 
@@ -242,8 +264,12 @@ EMBER_DEVICE_KERNEL(avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_forward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(linear_forward);
+EMBER_DEVICE_KERNEL(multi_similarity_forward);
+EMBER_DEVICE_KERNEL(multi_similarity_backward);
 EMBER_DEVICE_KERNEL(ntxent_forward);
 EMBER_DEVICE_KERNEL(ntxent_backward);
+EMBER_DEVICE_KERNEL(supcon_forward);
+EMBER_DEVICE_KERNEL(supcon_backward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

@@ -54,6 +54,28 @@ EMBER_HOST_DEVICE double small_val() {
   return sizeof(T) == sizeof(float) ? double(FLT_MIN) : DBL_MIN;
 }
 
+// ---- Multi-Similarity -------------------------------------------------------------------------
+// Row i's two log-sums, PML's lmu.logsumexp with add_one=True (the 1 is exp(0), a value every
+// stream starts with, so a row without positives or negatives gets log 1 = 0 for that part):
+//   lp_i = log(1 + sum over the positives j of i of exp(alpha (base - s_ij)))
+//   ln_i = log(1 + sum over the negatives k of i of exp(beta (s_ik - base)))
+// loss_i = lp_i / alpha + ln_i / beta (distance.margin of cosine similarity: base - s for a
+// positive, s - base for a negative).
+struct MultiSimilarityParams {
+  double alpha, beta, base;
+};
+EMBER_HOST_DEVICE double ms_exponent(bool positive, double s, const MultiSimilarityParams& p) {
+  return positive ? p.alpha * (p.base - s) : p.beta * (s - p.base);
+}
+EMBER_HOST_DEVICE double ms_row_loss(double lp_i, double ln_i, const MultiSimilarityParams& p) {
+  return lp_i / p.alpha + ln_i / p.beta;
+}
+// d loss_i / d s_ij (i != j), given lp_i, ln_i: -exp(alpha (base - s) - lp_i) for a positive
+// pair, exp(beta (s - base) - ln_i) for a negative pair.
+EMBER_HOST_DEVICE double ms_weight(bool positive, double s, double lp_i, double ln_i, const MultiSimilarityParams& p) {
+  return positive ? -std::exp(ms_exponent(true, s, p) - lp_i) : std::exp(ms_exponent(false, s, p) - ln_i);
+}
+
 // ---- NT-Xent ---------------------------------------------------------------------------------
 // One positive pair (i, j) with z = s_ij / t - lse_i, lse_i = log sum over the negatives k of i
 // of exp(s_ik / t) (-inf when i has none): PML's loss is -log(softmax + small_val) with
@@ -74,6 +96,23 @@ EMBER_HOST_DEVICE NTXentPair ntxent_pair(double z, double small) {
 // a negative pair's share of anchor i's lse, -exp(s_ij / t - lse_i) G_i. i != j.
 EMBER_HOST_DEVICE double ntxent_weight(bool positive, double s_over_t, double lse_i, double G_i, double small) {
   return positive ? ntxent_pair(s_over_t - lse_i, small).dz : -std::exp(s_over_t - lse_i) * G_i;
+}
+
+// ---- SupCon -----------------------------------------------------------------------------------
+// Anchor i with P_i positives: lse_i = log sum over every j != i of exp(s_ij / t) (PML's
+// denominator over the positive and the negative mask; its max-subtraction cancels), and
+// S_i = sum over its positives of s_ij / t. PML's loss_i = -(sum over the positives of
+// log_prob_ij) / (P_i + small_val) = (P_i lse_i - S_i) / (P_i + small); 0 without positives.
+EMBER_HOST_DEVICE double supcon_anchor_loss(double P_i, double lse_i, double S_i, double small) {
+  return P_i > 0 ? (P_i * lse_i - S_i) / (P_i + small) : 0.0;
+}
+// t * d loss_i / d s_ij (i != j) for an anchor AvgNonZeroReducer keeps (loss_i > 0), to be
+// scaled by 1 / (t N) with N such anchors: (P_i exp(s_ij / t - lse_i) - [j positive]) /
+// (P_i + small); 0 for an anchor it drops.
+EMBER_HOST_DEVICE double supcon_weight(bool positive, double s_over_t, double lse_i, double P_i, double loss_i,
+                                       double small) {
+  if (!(loss_i > 0)) return 0.0;
+  return (P_i * std::exp(s_over_t - lse_i) - (positive ? 1.0 : 0.0)) / (P_i + small);
 }
 
 }  // namespace ember

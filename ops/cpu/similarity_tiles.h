@@ -80,4 +80,42 @@ double row_dot(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
   return s;
 }
 
+// Note [Self-similarity passes]: the losses over the similarities of one set of rows with
+// itself (S = E E^T) share two passes. The forward visits every tile, a row block's tiles in
+// column order by one task, so per-row statistics kept in arrays indexed by the row need no
+// locking and fold in a fixed order:
+//   for_each_similarity_tile<T>(tiles, E, B, D, dtype, [&](int64_t r0, int64_t r1, int64_t c0,
+//                                                          int64_t c1, const T* S) { ... });
+// The backward writes dE (B, D) = sum_j W_ij e_j, W_ij = weight_of(i, j, s_ij) for i != j (0 on
+// the diagonal); for a loss L(S) of the symmetric S, weight_of(i, j, s) is
+// dL/ds_ij + dL/ds_ji, the two places e_i meets e_j:
+//   accumulate_similarity_gradient<T>(tiles, E, B, D, dtype, dE, [&](int64_t i, int64_t j, double s) { ... });
+template <class T, class Visit>
+void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
+  for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
+      const int64_t c1 = std::min(B, c0 + tiles.cols);
+      visit(r0, r1, c0, c1, similarity_tile(E, E, D, r0, r1, c0, c1, buf));
+    }
+  });
+}
+
+template <class T, class WeightOf>
+void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
+                                    WeightOf&& weight_of) {
+  std::fill(dE, dE + B * D, T(0));
+  for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
+      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
+      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = c0; j < c1; ++j) {
+          const int64_t at = (i - r0) * width + (j - c0);
+          buf.weights[at] = i == j ? T(0) : T(weight_of(i, j, double(S[at])));
+        }
+      accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
+    }
+  });
+}
+
 }  // namespace ember::cpu

@@ -18,12 +18,14 @@
   X(index)                            \
   X(linear)                           \
   X(matmul)                           \
+  X(multi_similarity)                 \
   X(norm)                             \
   X(ntxent)                           \
   X(optim)                            \
   X(pool)                             \
   X(reduce)                           \
-  X(softmax)
+  X(softmax)                          \
+  X(supcon)
 
 namespace ember::cuda {
 

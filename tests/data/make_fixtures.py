@@ -250,6 +250,22 @@ def pair_masks(labels):
     return same & ~torch.eye(len(labels), dtype=torch.bool), ~same
 
 
+def multi_similarity(alpha, beta, base):
+    """MultiSimilarityLoss: per row, (1/alpha) logsumexp over its positives of alpha (base - s)
+    and (1/beta) over its negatives of beta (s - base), each with an added 0 (add_one) and 0
+    for an empty mask; mean over the rows."""
+    def loss(x):
+        e = F.normalize(x, p=2, dim=1)
+        s = e @ e.T
+        pos, neg = pair_masks(METRIC_LABELS)
+
+        def log_one_plus(v, mask):
+            v = torch.cat([v.masked_fill(~mask, -INF), torch.zeros(len(v), 1, dtype=v.dtype)], 1)
+            return torch.logsumexp(v, 1).masked_fill(~mask.any(1), 0)
+        return (log_one_plus(alpha * (base - s), pos) / alpha + log_one_plus(beta * (s - base), neg) / beta).mean()
+    return loss
+
+
 def ntxent(t):
     """NTXentLoss: per positive pair (i, j), -log(softmax over itself and the negatives of i
     + small_val), mean over positive pairs; 0 without a positive or a negative pair."""
@@ -266,6 +282,25 @@ def ntxent(t):
         numerator = torch.exp(pos_s - m)[:, 0]
         denominator = torch.exp(neg_s - m).sum(1) + numerator
         return -torch.log(numerator / denominator + torch.finfo(x.dtype).tiny).mean()
+    return loss
+
+
+def supcon(t):
+    """SupConLoss: s / t shifted by its row max, log_prob against every j != i, per anchor the
+    mean over its positives of -log_prob (divided by P_i + small_val), then the mean of the
+    anchor losses > 0 (AvgNonZeroReducer); 0 without a positive or a negative pair."""
+    def loss(x):
+        e = F.normalize(x, p=2, dim=1)
+        s = e @ e.T / t
+        pos, neg = pair_masks(METRIC_LABELS)
+        if not pos.any() or not neg.any():
+            return (x * 0).sum()
+        s = s - s.max(1, keepdim=True).values.detach()
+        log_prob = s - torch.logsumexp(s.masked_fill(~(pos | neg), torch.finfo(x.dtype).min), 1, keepdim=True)
+        pos = pos.to(x.dtype)  # PML's float mask: an anchor without positives is 0 / small_val = 0
+        anchor = -(pos * log_prob).sum(1) / (pos.sum(1) + torch.finfo(x.dtype).tiny)
+        kept = anchor[anchor > 0]
+        return kept.mean() if len(kept) > 0 else (x * 0).sum()
     return loss
 
 
@@ -335,8 +370,12 @@ NN_CASES = [
     ("dropout", [A], dropout(0.4, 5)),
     ("dropout_rank3", [X3], dropout(0.25, 7)),
     # ---- metric losses (embeddings (8, 5), METRIC_LABELS)
+    ("multi_similarity", [((8, 5), "n")], multi_similarity(2, 50, 0.5)),
+    ("multi_similarity_soft", [((8, 5), "n")], multi_similarity(1, 10, 0.3)),
     ("ntxent", [((8, 5), "n")], ntxent(0.07)),
     ("ntxent_t05", [((8, 5), "n")], ntxent(0.5)),
+    ("supcon", [((8, 5), "n")], supcon(0.1)),
+    ("supcon_t05", [((8, 5), "n")], supcon(0.5)),
 ]
 
 

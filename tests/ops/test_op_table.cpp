@@ -288,8 +288,13 @@ const std::vector<OpCase>& op_table() {
       {"dropout", {A}, dropout_case(0.4, 5)},
       {"dropout_rank3", {X3}, dropout_case(0.25, 7)},
       // ---- metric losses (embeddings (8, 5), metric_labels())
+      {"multi_similarity", {{8, 5}}, OP1(multi_similarity_loss(x, metric_labels()))},
+      {"multi_similarity_soft", {{8, 5}},
+       OP1(multi_similarity_loss(x, metric_labels(), {.alpha = 1, .beta = 10, .base = 0.3}))},
       {"ntxent", {{8, 5}}, OP1(ntxent_loss(x, metric_labels()))},
       {"ntxent_t05", {{8, 5}}, OP1(ntxent_loss(x, metric_labels(), {.temperature = 0.5}))},
+      {"supcon", {{8, 5}}, OP1(supcon_loss(x, metric_labels()))},
+      {"supcon_t05", {{8, 5}}, OP1(supcon_loss(x, metric_labels(), {.temperature = 0.5}))},
   };
   return table;
 }

@@ -1,0 +1,82 @@
+// Multi-Similarity on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
+// (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
+//   forward   one pass of similarity tiles folds each row's two log-sums, lp_i over its positives
+//             and ln_i over its negatives, each started at exp(0) (PML's add_one); the mean of
+//             lp_i / alpha + ln_i / beta follows, in row order;
+//   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (ms_weight of row i
+//             and of row j) and accumulates de_i += that weight * e_j with the GEMM.
+#include "ops/cpu/similarity_tiles.h"
+#include "ops/kernels.h"
+#include "ops/metric_rules.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class T>
+void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const MultiSimilarityParams& p,
+                   const Tensor& stats, const Tensor& loss) {
+  const int64_t B = e.size(0), D = e.size(1);
+  const int64_t* y = labels.data<int64_t>();
+  double* st = stats.data<double>();  // (B, 2): [lp_i, ln_i]
+  // While streaming, per row: the running (max, sum) of lp_i and of ln_i, both holding exp(0).
+  const Tensor running = Tensor::empty({B, 4}, {.dtype = DType::f64});
+  double* run = running.data<double>();
+  for (int64_t i = 0; i < B; ++i) run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = 0, run[4 * i + 3] = 1;
+
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S) {
+    for (int64_t i = r0; i < r1; ++i) {
+      double* r = run + 4 * i;
+      OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
+      const T* s = S + (i - r0) * (c1 - c0);
+      for (int64_t j = c0; j < c1; ++j) {
+        if (j == i) continue;
+        const bool positive = y[j] == y[i];
+        (positive ? pos : neg).add(ms_exponent(positive, double(s[j - c0]), p));
+      }
+      r[0] = pos.max, r[1] = pos.sum, r[2] = neg.max, r[3] = neg.sum;
+    }
+  };
+  for_each_similarity_tile<T>(tiles, e.data<T>(), B, D, e.dtype(), fold);
+
+  double total = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const double* r = run + 4 * i;
+    st[2 * i] = OnlineLogSumExp{r[0], r[1]}.value(), st[2 * i + 1] = OnlineLogSumExp{r[2], r[3]}.value();
+    total += ms_row_loss(st[2 * i], st[2 * i + 1], p);
+  }
+  loss.data<T>()[0] = B > 0 ? T(total / double(B)) : T(0);
+}
+
+template <class T>
+void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                    const MultiSimilarityParams& p, const Tensor& stats, const Tensor& de) {
+  const int64_t B = e.size(0), D = e.size(1);
+  if (B == 0) return;
+  const int64_t* y = labels.data<int64_t>();
+  const double* st = stats.data<double>();
+  const double scale = double(grad.data<T>()[0]) / double(B);
+  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), de.data<T>(),
+                                    [&](int64_t i, int64_t j, double s) {
+                                      const bool positive = y[i] == y[j];
+                                      return scale * (ms_weight(positive, s, st[2 * i], st[2 * i + 1], p) +
+                                                      ms_weight(positive, s, st[2 * j], st[2 * j + 1], p));
+                                    });
+}
+
+}  // namespace
+
+void multi_similarity_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels,
+                              const MultiSimilarityParams& params, const Tensor& stats, const Tensor& loss) {
+  dispatch_float(e.dtype(), "multi_similarity_loss", [&]<class T>(TypeTag<T>) {
+    forward_typed<T>(tiles, e, labels, params, stats, loss);
+  });
+}
+
+void multi_similarity_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                               const MultiSimilarityParams& params, const Tensor& stats, const Tensor& de) {
+  dispatch_float(e.dtype(), "multi_similarity_loss_backward", [&]<class T>(TypeTag<T>) {
+    backward_typed<T>(tiles, grad, e, labels, params, stats, de);
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,99 @@
+// SupCon on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
+// (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
+//   forward   one pass of similarity tiles folds each anchor's lse_i over every j != i, its
+//             positive count P_i and the sum S_i of its positives' s_ij / t; the anchor losses
+//             follow from those three, then AvgNonZeroReducer's mean, in row order;
+//   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (supcon_weight of
+//             anchor i and of anchor j) and accumulates de_i += that weight * e_j with the GEMM.
+#include "ops/cpu/similarity_tiles.h"
+#include "ops/kernels.h"
+#include "ops/metric_rules.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class T>
+void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                   const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
+  const int64_t B = e.size(0), D = e.size(1);
+  const int64_t* y = labels.data<int64_t>();
+  double* st = stats.data<double>();  // (B, 3): [lse_i, P_i, loss_i]
+  const double inv_t = 1.0 / temperature, small = small_val<T>();
+  // While streaming, per anchor: the running (max, sum) of lse_i, P_i and S_i.
+  const Tensor running = Tensor::empty({B, 4}, {.dtype = DType::f64});
+  double* run = running.data<double>();
+  for (int64_t i = 0; i < B; ++i) run[4 * i] = -INFINITY, run[4 * i + 1] = 0, run[4 * i + 2] = 0, run[4 * i + 3] = 0;
+
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S) {
+    for (int64_t i = r0; i < r1; ++i) {
+      double* r = run + 4 * i;
+      OnlineLogSumExp lse{r[0], r[1]};
+      const T* s = S + (i - r0) * (c1 - c0);
+      for (int64_t j = c0; j < c1; ++j) {
+        if (j == i) continue;
+        const double x = double(s[j - c0]) * inv_t;
+        lse.add(x);
+        if (y[j] == y[i]) r[2] += 1, r[3] += x;
+      }
+      r[0] = lse.max, r[1] = lse.sum;
+    }
+  };
+  for_each_similarity_tile<T>(tiles, e.data<T>(), B, D, e.dtype(), fold);
+
+  double total = 0, kept = 0, positives = 0;
+  bool any_negative = false;
+  for (int64_t i = 0; i < B; ++i) {
+    const double* r = run + 4 * i;
+    const double lse = OnlineLogSumExp{r[0], r[1]}.value(), P = r[2];
+    const double loss_i = supcon_anchor_loss(P, lse, r[3], small);
+    st[3 * i] = lse, st[3 * i + 1] = P, st[3 * i + 2] = loss_i;
+    if (loss_i > 0) total += loss_i, kept += 1;
+    positives += P;
+    any_negative |= P < double(B - 1);
+  }
+  const bool defined = positives > 0 && any_negative && kept > 0;
+  loss.data<T>()[0] = defined ? T(total / kept) : T(0);
+  anchors.data<double>()[0] = defined ? kept : 0;
+}
+
+template <class T>
+void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                    double temperature, const Tensor& stats, const Tensor& anchors, const Tensor& de) {
+  const int64_t B = e.size(0), D = e.size(1);
+  T* dE = de.data<T>();
+  const double N = anchors.data<double>()[0];
+  if (N == 0) {
+    std::fill(dE, dE + B * D, T(0));
+    return;
+  }
+  const int64_t* y = labels.data<int64_t>();
+  const double* st = stats.data<double>();
+  const double inv_t = 1.0 / temperature, small = small_val<T>();
+  const double scale = double(grad.data<T>()[0]) * inv_t / N;
+  auto through_anchor = [&](int64_t i, bool positive, double s_over_t) {
+    const double* a = st + 3 * i;
+    return supcon_weight(positive, s_over_t, a[0], a[1], a[2], small);
+  };
+  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), dE, [&](int64_t i, int64_t j, double s) {
+    const bool positive = y[i] == y[j];
+    return scale * (through_anchor(i, positive, s * inv_t) + through_anchor(j, positive, s * inv_t));
+  });
+}
+
+}  // namespace
+
+void supcon_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
+                    const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
+  dispatch_float(e.dtype(), "supcon_loss", [&]<class T>(TypeTag<T>) {
+    forward_typed<T>(tiles, e, labels, temperature, stats, loss, anchors);
+  });
+}
+
+void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                     double temperature, const Tensor& stats, const Tensor& anchors, const Tensor& de) {
+  dispatch_float(e.dtype(), "supcon_loss_backward", [&]<class T>(TypeTag<T>) {
+    backward_typed<T>(tiles, grad, e, labels, temperature, stats, anchors, de);
+  });
+}
+
+}  // namespace ember::cpu

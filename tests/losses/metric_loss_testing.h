@@ -1,0 +1,68 @@
+// What the metric-loss tests (tests/losses/test_<loss>.cpp) share: labels and inputs, PML's
+// normalisation written out in double for the naive references, the loss and gradient of a
+// loss on a device, and a guard that restores the default tiles.
+//
+//   const Tensor y = metric_testing::labels_of({0, 1, 0});
+//   const auto n = metric_testing::normalized_rows(emb);       // n[i][d], double
+//   const auto r = metric_testing::loss_and_grad([](const Tensor& x, const Tensor& y) {
+//     return supcon_loss(x, y); }, emb, y, Device::cuda());
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "support/test_support.h"
+
+namespace ember::metric_testing {
+
+inline Tensor labels_of(std::vector<int64_t> v) { return tensor<int64_t>(v, {int64_t(v.size())}); }
+
+inline Tensor f64_randn(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, {.dtype = DType::f64}, &g);
+}
+
+// The rows of emb (B, D) divided by max(their L2 norm, 1e-12), in double; and their dots.
+struct NormalizedRows {
+  int64_t B = 0, D = 0;
+  std::vector<double> n;
+  double dot(int64_t i, int64_t j) const {
+    double s = 0;
+    for (int64_t d = 0; d < D; ++d) s += n[size_t(i * D + d)] * n[size_t(j * D + d)];
+    return s;
+  }
+};
+inline NormalizedRows normalized_rows(const Tensor& emb) {
+  const Tensor e = emb.to(DType::f64).cpu().contiguous();
+  NormalizedRows r{e.size(0), e.size(1), std::vector<double>(size_t(e.numel()))};
+  const double* x = e.data<double>();
+  for (int64_t i = 0; i < r.B; ++i) {
+    double norm = 0;
+    for (int64_t d = 0; d < r.D; ++d) norm += x[i * r.D + d] * x[i * r.D + d];
+    norm = std::max(std::sqrt(norm), 1e-12);
+    for (int64_t d = 0; d < r.D; ++d) r.n[size_t(i * r.D + d)] = x[i * r.D + d] / norm;
+  }
+  return r;
+}
+
+// The loss and the gradient of its embeddings, computed on `device`, returned on the CPU.
+using LossFn = std::function<Tensor(const Tensor& embeddings, const Tensor& labels)>;
+struct LossAndGrad {
+  Tensor loss, grad;
+};
+inline LossAndGrad loss_and_grad(const LossFn& fn, const Tensor& emb, const Tensor& labels,
+                                 Device device = Device::cpu()) {
+  Tensor x = emb.to(device).detach().requires_grad_();
+  Tensor loss = fn(x, labels.to(device));
+  loss.backward();
+  return {loss.cpu(), x.grad().cpu()};
+}
+
+// Restores the default tiles when a test ends.
+struct TilesGuard {
+  ~TilesGuard() { set_pair_tiles({}); }
+};
+
+}  // namespace ember::metric_testing
