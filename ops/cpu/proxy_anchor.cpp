@@ -71,7 +71,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, p.data<T>(), C, D, de.data<T>(), dp.data<T>(),
                                [&](int64_t i, int64_t c, double s) {
                                  const bool positive = y[i] == c;
-                                 return g * proxy_anchor_weight(positive, s, margin, alpha, st[2 * c + (positive ? 0 : 1)],
+                                 const double lse_c = st[2 * c + (positive ? 0 : 1)];
+                                 return g * proxy_anchor_weight(positive, s, margin, alpha, lse_c,
                                                                 positive ? classes : double(C));
                                });
 }

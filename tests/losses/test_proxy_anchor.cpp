@@ -151,9 +151,9 @@ TEST_CASE("proxy_anchor_loss: bad input is an error that names the problem", "[l
     CHECK_THAT(test::error_of([&] { proxy_anchor_loss(e, labels_of({0, 1, -3, 1}).to(device), p); }),
                Catch::Contains("proxy_anchor_loss: label -3 is out of range for 5 classes"));
   }
-  CHECK_THAT(
-      test::error_of([&] { proxy_anchor_loss(emb, y, f64_randn({5, 4}, 3)); }),
-      Catch::Contains("proxy_anchor_loss: expected proxies of shape (C, D) with D = 3 (the embeddings' size), got (5, 4)"));
+  CHECK_THAT(test::error_of([&] { proxy_anchor_loss(emb, y, f64_randn({5, 4}, 3)); }),
+             Catch::Contains("proxy_anchor_loss: expected proxies of shape (C, D) with D = 3 (the embeddings' size), "
+                             "got (5, 4)"));
   CHECK_THAT(test::error_of([&] { proxy_anchor_loss(emb.reshape({2, 2, 3}), y, proxies); }),
              Catch::Contains("proxy_anchor_loss: expected embeddings of shape (B, D), got (2, 2, 3)"));
   CHECK_THAT(test::error_of([&] { proxy_anchor_loss(emb, labels_of({0, 1, 0, 1, 0}), proxies); }),
