@@ -16,6 +16,19 @@ void check_embeddings(const char* op, const Tensor& embeddings, const Tensor& la
   check_same_device(op, embeddings, labels);
 }
 
+void check_class_weights(const char* op, const char* name, const Tensor& weights, int64_t embedding_dim,
+                         const Tensor& embeddings) {
+  const char* layout = embedding_dim == 0 ? "(D, C)" : "(C, D)";
+  EMBER_CHECK(weights.dim() == 2, op, ": expected ", name, " of shape ", layout, ", got ", shape_str(weights.shape()));
+  EMBER_CHECK(weights.size(embedding_dim) == embeddings.size(1), op, ": expected ", name, " of shape ", layout,
+              " with D = ", embeddings.size(1), " (the embeddings' size), got ", shape_str(weights.shape()));
+  EMBER_CHECK(weights.size(1 - embedding_dim) >= 1, op, ": expected ", name, " with at least one class, got ",
+              shape_str(weights.shape()));
+  EMBER_CHECK(weights.dtype() == embeddings.dtype(), op, ": expected ", name, " of dtype ",
+              dtype_name(embeddings.dtype()), " like the embeddings, got ", dtype_name(weights.dtype()));
+  check_same_device(op, embeddings, weights);
+}
+
 Tensor normalize_rows(const Tensor& embeddings) {
   constexpr double kEps = 1e-12;
   return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));

@@ -76,6 +76,42 @@ EMBER_HOST_DEVICE double ms_weight(bool positive, double s, double lp_i, double 
   return positive ? -std::exp(ms_exponent(true, s, p) - lp_i) : std::exp(ms_exponent(false, s, p) - ln_i);
 }
 
+// ---- ArcFace -----------------------------------------------------------------------------------
+// Rows are L2-normalised embeddings e_i and class weights w_c (PML's W columns); c_ic = e_i . w_c.
+// The target class y_i's cosine becomes PML's modified cosine (margin m in radians; theta =
+// acos(clamp(c, -1, 1))): cos(theta + m) while theta <= pi - m, else cos(theta) - m sin(m).
+// The logits are scale * (modified or plain cosines); the loss is their mean cross-entropy.
+constexpr double kArcFacePi = 3.14159265358979323846;  // np.deg2rad(180)
+
+struct ArcFaceTarget {
+  double logit;   // the modified cosine (unscaled)
+  double dlogit;  // d logit / d c, PyTorch's chain rule: 0 where the clamp is active
+};
+EMBER_HOST_DEVICE ArcFaceTarget arcface_target(double cosine, double margin) {
+  const double c = cosine < -1 ? -1.0 : (cosine > 1 ? 1.0 : cosine);
+  const double theta = std::acos(c);
+  // d theta / d c = -1 / sqrt(1 - c^2) inside [-1, 1] (infinite at the ends, as in PyTorch).
+  const double dtheta = cosine >= -1 && cosine <= 1 ? -1 / std::sqrt(1 - c * c) : 0.0;
+  if (theta <= kArcFacePi - margin) {
+    const double dl = -std::sin(theta + margin);
+    return {std::cos(theta + margin), dtheta == 0 ? 0.0 : dl * dtheta};
+  }
+  const double dl = -std::sin(theta);
+  return {std::cos(theta) - margin * std::sin(margin), dtheta == 0 ? 0.0 : dl * dtheta};
+}
+
+// The logit of class c for a row whose label is `target` or not: scale * (modified) cosine.
+EMBER_HOST_DEVICE double arcface_logit(bool target, double cosine, double margin, double scale) {
+  return scale * (target ? arcface_target(cosine, margin).logit : cosine);
+}
+
+// d (lse_i - x_iy) / d c_ic, row i's cross-entropy through class c, lse_i = log sum_c exp(x_ic).
+EMBER_HOST_DEVICE double arcface_weight(bool target, double cosine, double margin, double scale, double lse) {
+  if (!target) return scale * std::exp(scale * cosine - lse);
+  const ArcFaceTarget t = arcface_target(cosine, margin);
+  return scale * (std::exp(scale * t.logit - lse) - 1) * t.dlogit;
+}
+
 // ---- NT-Xent ---------------------------------------------------------------------------------
 // One positive pair (i, j) with z = s_ij / t - lse_i, lse_i = log sum over the negatives k of i
 // of exp(s_ik / t) (-inf when i has none): PML's loss is -log(softmax + small_val) with
@@ -113,6 +149,24 @@ EMBER_HOST_DEVICE double supcon_weight(bool positive, double s_over_t, double ls
                                        double small) {
   if (!(loss_i > 0)) return 0.0;
   return (P_i * std::exp(s_over_t - lse_i) - (positive ? 1.0 : 0.0)) / (P_i + small);
+}
+
+// ---- ProxyAnchor ----------------------------------------------------------------------------------
+// Rows e_i and proxies p_c L2-normalised, s_ic = e_i . p_c. Per class c, with PML's logsumexp
+// add_one form (a 0 joins the masked values, so a class without terms gives log 1 = 0):
+//   pos_c = log(1 + sum over i with y_i == c of exp(alpha (margin - s_ic)))
+//   neg_c = log(1 + sum over i with y_i != c of exp(alpha (s_ic + margin)))
+// loss = sum_c pos_c / (classes present in the batch) + sum_c neg_c / C (DivisorReducer; the
+// positive part is 0 when no class is present, i.e. an empty batch).
+EMBER_HOST_DEVICE double proxy_anchor_exponent(bool positive, double s, double margin, double alpha) {
+  return positive ? alpha * (margin - s) : alpha * (s + margin);
+}
+
+// d loss / d s_ic: lse_c is pos_c or neg_c, divisor the present classes or C.
+EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double margin, double alpha, double lse_c,
+                                             double divisor) {
+  const double w = alpha * std::exp(proxy_anchor_exponent(positive, s, margin, alpha) - lse_c) / divisor;
+  return positive ? -w : w;
 }
 
 }  // namespace ember

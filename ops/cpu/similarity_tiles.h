@@ -118,4 +118,41 @@ void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t 
   });
 }
 
+// Note [Streamed cross similarities]: a loss over S = A B^T with two different matrices (the
+// class losses: embeddings A (M, D) against class weights or proxies B (N, D)) needs dA and dB.
+// One pass cannot own both: a row block of A touches every row of B. So the backward makes
+// two passes, each owning its output rows: pass 1 streams row blocks of A (tiles of A B^T)
+// and adds dA[rows] += W B[cols]; pass 2 streams row blocks of B (tiles of B A^T, the same
+// similarities transposed) and adds dB[rows] += W^T A[cols]. weight_of(i, j, s_ij) gives
+// dloss/ds_ij for row i of A and row j of B in both passes; the sums run in a fixed order.
+template <class T, class WeightOf>
+void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
+                               T* dA, T* dB, WeightOf&& weight_of) {
+  std::fill(dA, dA + M * D, T(0));
+  std::fill(dB, dB + N * D, T(0));
+  auto pass = [&](const T* X, int64_t rows, const T* Y, int64_t cols, T* dX, bool transposed) {
+    for_each_row_block<T>(rows, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+      for (int64_t c0 = 0; c0 < cols; c0 += tiles.cols) {
+        const int64_t c1 = std::min(cols, c0 + tiles.cols), width = c1 - c0;
+        const T* S = similarity_tile(X, Y, D, r0, r1, c0, c1, buf);
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) {
+            const int64_t k = (r - r0) * width + (c - c0);
+            buf.weights[k] = T(transposed ? weight_of(c, r, double(S[k])) : weight_of(r, c, double(S[k])));
+          }
+        accumulate_weighted_rows(buf, Y, D, r0, r1, c0, c1, dX);
+      }
+    });
+  };
+  pass(A, M, B, N, dA, false);
+  pass(B, N, A, M, dB, true);
+}
+
+// Every label in [0, C): an Error naming `op`, the first label outside and C otherwise.
+inline void check_class_labels(const char* op, const int64_t* y, int64_t B, int64_t C) {
+  for (int64_t i = 0; i < B; ++i)
+    EMBER_CHECK(y[i] >= 0 && y[i] < C, op, ": label ", y[i], " is out of range for ", C,
+                " classes (expected 0 <= label < ", C, ")");
+}
+
 }  // namespace ember::cpu

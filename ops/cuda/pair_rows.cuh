@@ -4,6 +4,9 @@
 //   const T s = row_dot(E, D, i, j);                     // e_i . e_j
 //   accumulate_weighted_rows(E, D, B, de_i, weight_of);  // de_i += sum_j weight_of(j) e_j
 //
+// Class losses (ArcFace, ProxyAnchor) run the same helpers over embeddings e (B, D) against
+// class rows w (C, D): a block per row of one of them, threads over the rows of the other.
+//
 // Note [Pair rows on CUDA]: the CPU streams GEMM tiles (ops/cpu/similarity_tiles.h); here a
 // block owns an anchor, so its statistics reduce in shared memory and its gradient row is
 // written by that block alone (no atomics, a fixed order). Neither holds the B x B matrix: the
@@ -60,6 +63,63 @@ __device__ void accumulate_weighted_rows(const T* rows, int64_t D, int64_t N, T*
     }
     __syncthreads();
   }
+}
+
+// Note [Label check on CUDA]: a class loss cannot throw from a kernel when a label is outside
+// [0, C). Its kernels never index with a label (they compare c == y_i), so a bad one reads
+// nothing out of bounds; one block of the loss's finish kernel writes {row, label} of the first
+// bad label (or {-1, 0}) into a 2-element device buffer, which the Tensor-level function reads
+// back after the forward and throws the CPU kernel's error (check_class_labels). One small copy
+// per forward, as cross_entropy's Note [Target check]; the caller reads the loss anyway.
+struct MinIndex {
+  __device__ __forceinline__ int64_t operator()(int64_t a, int64_t b) const { return a < b ? a : b; }
+};
+
+// Called by every thread of one block; `scratch` holds 32 int64.
+__device__ __forceinline__ void find_bad_label(const int64_t* y, int64_t B, int64_t C, int64_t* check,
+                                               int64_t* scratch) {
+  int64_t first = B;
+  for (int64_t i = threadIdx.x; i < B; i += blockDim.x)
+    if ((y[i] < 0 || y[i] >= C) && i < first) first = i;
+  first = block_reduce(first, scratch, MinIndex{});
+  if (threadIdx.x == 0) check[0] = first < B ? first : -1, check[1] = first < B ? y[first] : 0;
+}
+
+// Reads back find_bad_label's buffer (2 int64 on the device) and throws check_class_labels' error.
+inline void throw_on_bad_label(const int64_t* check, int64_t C, const char* op) {
+  int64_t host[2] = {0, 0};
+  cuda::memcpy(host, check, sizeof(host), CopyKind::device_to_host);
+  EMBER_CHECK(host[0] < 0, op, ": label ", host[1], " is out of range for ", C, " classes (expected 0 <= label < ", C,
+              ")");
+}
+
+// The CUDA side of Note [Streamed cross similarities] (ops/cpu/similarity_tiles.h): the
+// gradients of a loss over s_ij = a_i . b_j for A (M, D) and B (N, D), in two launches that each
+// own their output rows: dA_i = sum_j weight_of(i, j) b_j (a block per row of A), then
+// dB_j = sum_i weight_of(i, j) a_i (a block per row of B). weight_of is a device functor
+// (i, j) -> dloss/ds_ij that recomputes s_ij itself; nothing holds the M x N matrix.
+constexpr unsigned kCrossRowsThreads = 128;
+
+template <class T, class WeightOf>
+__global__ void cross_weighted_rows_kernel(int64_t rows, int64_t others, int64_t D, const T* __restrict__ other_rows,
+                                           bool transposed, WeightOf weight_of, T* __restrict__ d_rows) {
+  __shared__ T chunk[kCrossRowsThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    accumulate_weighted_rows(other_rows, D, others, d_rows + r * D, chunk, [&](int64_t k) -> double {
+      return transposed ? weight_of(k, r) : weight_of(r, k);
+    });
+}
+
+// dA (M, D) and dB (N, D) as above (both written in full, zeros where there is nothing to add).
+template <class T, class WeightOf>
+void cross_similarity_backward(int64_t M, int64_t N, int64_t D, const T* A, const T* B, WeightOf weight_of, T* dA,
+                               T* dB) {
+  if (M > 0)
+    launch<cross_weighted_rows_kernel<T, WeightOf>>(blocks_for(M, 1), kCrossRowsThreads, 0, Stream{}, M, N, D, B,
+                                                    false, weight_of, dA);
+  if (N > 0)
+    launch<cross_weighted_rows_kernel<T, WeightOf>>(blocks_for(N, 1), kCrossRowsThreads, 0, Stream{}, N, M, D, A,
+                                                    true, weight_of, dB);
 }
 
 }  // namespace ember::cuda

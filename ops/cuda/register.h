@@ -8,6 +8,7 @@
 #pragma once
 
 #define EMBER_CUDA_KERNEL_FAMILIES(X) \
+  X(arcface)                          \
   X(bias_activation)                  \
   X(conv)                             \
   X(cross_device_copy)                \
@@ -23,6 +24,7 @@
   X(ntxent)                           \
   X(optim)                            \
   X(pool)                             \
+  X(proxy_anchor)                     \
   X(reduce)                           \
   X(softmax)                          \
   X(supcon)

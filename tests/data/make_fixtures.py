@@ -302,6 +302,46 @@ def supcon(t):
         kept = anchor[anchor > 0]
         return kept.mean() if len(kept) > 0 else (x * 0).sum()
     return loss
+def arcface_formula(x, labels, W, margin_degrees=28.6, scale=64.0):
+    """ArcFaceLoss: embeddings x (B, D) and W (D, C) as PML stores it, both normalised (W by
+    columns); the target cosine becomes cos(theta + m) while theta <= pi - m, else
+    cos(theta) - m sin(m) (theta = acos(clamp(cos, -1, 1))); mean cross-entropy of scale * logits."""
+    m = np.radians(margin_degrees)
+    cosine = F.normalize(x, p=2, dim=1) @ F.normalize(W.t(), p=2, dim=1).t()
+    mask = F.one_hot(labels, W.shape[1]).to(x.dtype)
+    target = cosine[mask == 1]
+    angles = torch.acos(torch.clamp(target, -1, 1))
+    modified = torch.where(angles <= np.deg2rad(180) - m, torch.cos(angles + m), torch.cos(angles) - m * np.sin(m))
+    logits = (cosine + mask * (modified - target).unsqueeze(1)) * scale
+    return F.cross_entropy(logits, labels)
+
+
+def logsumexp_add_one(x, keep_mask):
+    """PML's lmu.logsumexp(x, keep_mask, add_one=True, dim=0)."""
+    x = x.masked_fill(~keep_mask, torch.finfo(x.dtype).min)
+    x = torch.cat([x, torch.zeros(1, x.size(1), dtype=x.dtype)], dim=0)
+    out = torch.logsumexp(x, dim=0, keepdim=True)
+    return out.masked_fill(~torch.any(keep_mask, dim=0, keepdim=True), 0)
+
+
+def proxy_anchor_formula(x, labels, proxies, margin=0.1, alpha=32.0):
+    """ProxyAnchorLoss: per class, logsumexp with add_one over its members of alpha (margin - cos)
+    and over the other rows of alpha (cos + margin); the first summed over classes and divided by
+    the classes present, the second divided by C (DivisorReducer)."""
+    cos = F.normalize(x, p=2, dim=1) @ F.normalize(proxies, p=2, dim=1).t()
+    pos_mask = F.one_hot(labels, proxies.shape[0]).bool()
+    present = int((pos_mask.sum(0) != 0).sum())
+    pos = logsumexp_add_one(alpha * (margin - cos), pos_mask)
+    neg = logsumexp_add_one(alpha * (cos + margin), ~pos_mask)
+    return (pos.sum() / present if present else 0) + neg.sum() / proxies.shape[0]
+
+
+def arcface(margin_degrees=28.6, scale=64.0):
+    return lambda x, W: arcface_formula(x, METRIC_LABELS, W, margin_degrees, scale)
+
+
+def proxy_anchor(margin=0.1, alpha=32.0):
+    return lambda x, proxies: proxy_anchor_formula(x, METRIC_LABELS, proxies, margin, alpha)
 
 
 NN_CASES = [
@@ -376,6 +416,10 @@ NN_CASES = [
     ("ntxent_t05", [((8, 5), "n")], ntxent(0.5)),
     ("supcon", [((8, 5), "n")], supcon(0.1)),
     ("supcon_t05", [((8, 5), "n")], supcon(0.5)),
+    ("arcface", [((8, 5), "n"), ((5, 4), "n")], arcface()),
+    ("arcface_m40_s3", [((8, 5), "n"), ((5, 4), "n")], arcface(40, 3)),
+    ("proxy_anchor", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor()),
+    ("proxy_anchor_m02_a4", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor(0.2, 4)),
 ]
 
 

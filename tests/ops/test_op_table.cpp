@@ -295,6 +295,14 @@ const std::vector<OpCase>& op_table() {
       {"ntxent_t05", {{8, 5}}, OP1(ntxent_loss(x, metric_labels(), {.temperature = 0.5}))},
       {"supcon", {{8, 5}}, OP1(supcon_loss(x, metric_labels()))},
       {"supcon_t05", {{8, 5}}, OP1(supcon_loss(x, metric_labels(), {.temperature = 0.5}))},
+      // ArcFace (embeddings (8, 5), W (5, 4) as PML stores it; both differentiable)
+      {"arcface", {{8, 5}, {5, 4}}, OP2(arcface_loss(a, metric_labels(), b))},
+      {"arcface_m40_s3", {{8, 5}, {5, 4}},
+       OP2(arcface_loss(a, metric_labels(), b, {.margin_degrees = 40, .scale = 3}))},
+      // ProxyAnchor (embeddings (8, 5), proxies (6, 5): classes 4 and 5 have no member)
+      {"proxy_anchor", {{8, 5}, {6, 5}}, OP2(proxy_anchor_loss(a, metric_labels(), b))},
+      {"proxy_anchor_m02_a4", {{8, 5}, {6, 5}},
+       OP2(proxy_anchor_loss(a, metric_labels(), b, {.margin = 0.2, .alpha = 4}))},
   };
   return table;
 }

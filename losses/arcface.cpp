@@ -1,0 +1,57 @@
+#include "losses/arcface.h"
+
+#include "autograd/graph.h"
+#include "losses/metric_common.h"
+#include "nn/init.h"
+#include "ops/creation.h"
+#include "ops/kernels.h"
+#include "ops/metric_rules.h"
+
+namespace ember {
+
+Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor& W, ArcFaceOptions options) {
+  constexpr const char* kOp = "arcface_loss";
+  check_embeddings(kOp, embeddings, labels);
+  check_class_weights(kOp, "W", W, /*embedding_dim=*/0, embeddings);
+  EMBER_CHECK(options.scale > 0, kOp, ": expected scale > 0, got ", options.scale);
+  const double margin = options.margin_degrees * (kArcFacePi / 180);  // np.radians
+  const Tensor e = normalize_rows(embeddings).contiguous();
+  const Tensor w = normalize_rows(W.t()).contiguous();  // PML normalises W's columns
+  const Tensor y = labels.contiguous();
+  const PairTiles tiles = pair_tiles();
+  const Tensor stats = Tensor::empty({e.size(0)}, {.dtype = DType::f64, .device = e.device()});
+  Tensor loss = Tensor::empty({}, e.options());
+  arcface_forward_kernel(e.device(), tiles, e, w, y, margin, options.scale, stats, loss);
+  if (autograd::needs_grad({e, w}))
+    autograd::record(kOp, {e, w}, loss,
+                     [es = autograd::save(e), ws = autograd::save(w), y, stats, tiles, margin,
+                      scale = options.scale](const Tensor& grad) -> autograd::TensorList {
+                       const Tensor& e = es.get("arcface_loss");
+                       const Tensor& w = ws.get("arcface_loss");
+                       Tensor de = Tensor::empty(e.shape(), e.options());
+                       Tensor dw = Tensor::empty(w.shape(), w.options());
+                       arcface_backward_kernel(e.device(), tiles, grad.contiguous(), e, w, y, margin, scale, stats,
+                                               de, dw);
+                       return {de, dw};
+                     });
+  return loss;
+}
+
+ArcFaceLoss::ArcFaceLoss(int64_t num_classes, int64_t embedding_size, ArcFaceOptions options, Generator* gen)
+    : Module("ArcFaceLoss"), num_classes_(num_classes), options_(options) {
+  EMBER_CHECK(num_classes > 0 && embedding_size > 0,
+              "ArcFaceLoss: expected positive num_classes and embedding_size, got ", num_classes, " and ",
+              embedding_size);
+  W_ = register_parameter("W", empty({embedding_size, num_classes}));
+  init::normal_(W_, 0.0, 1.0, gen);
+}
+
+Tensor ArcFaceLoss::operator()(const Tensor& embeddings, const Tensor& labels) {
+  return arcface_loss(embeddings, labels, W_.to(embeddings.dtype()), options_);
+}
+
+Tensor ArcFaceLoss::forward(const Tensor&) {
+  EMBER_FAIL("ArcFaceLoss: a loss needs labels: call loss(embeddings, labels)");
+}
+
+}  // namespace ember
