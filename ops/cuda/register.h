@@ -9,6 +9,7 @@
 
 #define EMBER_CUDA_KERNEL_FAMILIES(X) \
   X(bias_activation)                  \
+  X(contrastive)                      \
   X(conv)                             \
   X(cross_device_copy)                \
   X(cross_entropy)                    \
@@ -23,7 +24,8 @@
   X(optim)                            \
   X(pool)                             \
   X(reduce)                           \
-  X(softmax)
+  X(softmax)                          \
+  X(triplet)
 
 namespace ember::cuda {
 
