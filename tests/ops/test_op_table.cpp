@@ -72,6 +72,11 @@ Tensor ce_target_ignore1() { return ids({0, 1, 2, 1}, {4}); }
 // The labels of the metric-loss cases (METRIC_LABELS in make_fixtures.py): classes of 3, 2, 2
 // and 1 members, so there are positive pairs, negative pairs and an anchor with no positive.
 Tensor metric_labels() { return ids({0, 1, 2, 0, 1, 2, 0, 3}, {8}); }
+// The given triplets of the mined triplet case (TRIPLET_* in make_fixtures.py).
+Triplets mined_triplets() {
+  return {ids({0, 3, 6, 1, 4, 2, 5, 0, 7}, {9}), ids({3, 6, 0, 4, 1, 5, 2, 6, 7}, {9}),
+          ids({1, 2, 7, 0, 5, 3, 1, 4, 0}, {9})};
+}
 
 // The optional last input of a layer (bias) or the pair after x (batch_norm's weight, bias).
 Tensor input_or_none(const TensorList& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
@@ -290,6 +295,12 @@ const std::vector<OpCase>& op_table() {
       // ---- metric losses (embeddings (8, 5), metric_labels())
       {"ntxent", {{8, 5}}, OP1(ntxent_loss(x, metric_labels()))},
       {"ntxent_t05", {{8, 5}}, OP1(ntxent_loss(x, metric_labels(), {.temperature = 0.5}))},
+      {"contrastive", {{8, 5}}, OP1(contrastive_loss(x, metric_labels()))},
+      {"contrastive_margins", {{8, 5}},
+       OP1(contrastive_loss(x, metric_labels(), {.pos_margin = 0.3, .neg_margin = 1.2}))},
+      {"triplet", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels()))},
+      {"triplet_m03", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), {.margin = 0.3}))},
+      {"triplet_mined", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), mined_triplets(), {.margin = 0.2}))},
   };
   return table;
 }
