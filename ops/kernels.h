@@ -208,6 +208,17 @@ void multi_similarity_forward(const PairTiles& tiles, const Tensor& e, const Ten
 void multi_similarity_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
                                const MultiSimilarityParams& params, const Tensor& stats, const Tensor& de);
 //
+// Contrastive (L2 distances d_ij = ||e_i - e_j||, Note [L2 distances] in ops/metric_rules.h) ->
+// counts (2) f64: [P, N], the positive-pair terms relu(d_ij - pos_margin) > 0 and the
+// negative-pair terms relu(neg_margin - d_ij) > 0 (both orders of a pair count); loss (0-d, e's
+// dtype): sum of the positive terms / P (0 when P is 0) + sum of the negative terms / N (likewise).
+void contrastive_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double pos_margin,
+                         double neg_margin, const Tensor& counts, const Tensor& loss);
+// grad (0-d, e's dtype), e, labels, counts as above -> de (B, D) = grad * dloss/de.
+void contrastive_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                          double pos_margin, double neg_margin, const Tensor& counts, const Tensor& de);
+
+//
 // NT-Xent -> stats (B, 2) f64: per anchor i [lse_i, G_i], lse_i = log sum over its negatives k of
 // exp(s_ik / t), G_i = the sum over its positive pairs of dloss/dz; loss (0-d, e's dtype): the
 // mean over positive pairs (i, j) of -log(sigmoid(s_ij / t - lse_i) + small_val); pairs (0-d f64):
@@ -241,6 +252,30 @@ void supcon_forward(const PairTiles& tiles, const Tensor& e, const Tensor& label
 // when anchors is 0).
 void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
                      double temperature, const Tensor& stats, const Tensor& anchors, const Tensor& de);
+
+//
+// Triplet margin over every triplet (a, p, n), p a positive and n a negative of a (L2 distances)
+// -> loss (0-d, e's dtype): the mean of the terms relu(d_ap - d_an + margin) > 0, 0 when none;
+// triplets (0-d f64): their number. The triplets are never listed: per anchor, its negatives'
+// distances are sorted (CPU) or scanned (CUDA) for each positive's threshold d_ap + margin.
+void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                     const Tensor& loss, const Tensor& triplets);
+// grad (0-d), e, labels, triplets as above -> de (B, D) = grad * dloss/de. Anchors are swept in
+// blocks of tiles.rows: a block's coefficients (rows, B) go to its anchors' rows and to every
+// other row, so nothing is held beyond rows x B.
+void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                      double margin, const Tensor& triplets, const Tensor& de);
+// Given triplets: anchors, positives, negatives (T) i64 in [0, B) -> dists (T, 2) f64 [d_ap, d_an],
+// loss (0-d, e's dtype) and triplets (0-d f64) as above, over these T triplets.
+void triplet_mined_forward(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
+                           double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets);
+// grad (0-d), e, the indices, dists, triplets as above -> de (B, D) = grad * dloss/de.
+void triplet_mined_backward(const Tensor& grad, const Tensor& e, const Tensor& anchors, const Tensor& positives,
+                            const Tensor& negatives, double margin, const Tensor& dists, const Tensor& triplets,
+                            const Tensor& de);
+// BatchHardMiner -> hardest (B, 2) i64: per anchor i the positive with the largest d_ij and the
+// negative with the smallest (ties: the smaller index), -1 where i has none.
+void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const Tensor& hardest);
 
 }  // namespace ember::cpu
 
@@ -289,6 +324,9 @@ EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(linear_forward);
 EMBER_DEVICE_KERNEL(arcface_forward);
 EMBER_DEVICE_KERNEL(arcface_backward);
+EMBER_DEVICE_KERNEL(batch_hard_mine);
+EMBER_DEVICE_KERNEL(contrastive_forward);
+EMBER_DEVICE_KERNEL(contrastive_backward);
 EMBER_DEVICE_KERNEL(multi_similarity_forward);
 EMBER_DEVICE_KERNEL(multi_similarity_backward);
 EMBER_DEVICE_KERNEL(ntxent_forward);
@@ -297,6 +335,10 @@ EMBER_DEVICE_KERNEL(proxy_anchor_forward);
 EMBER_DEVICE_KERNEL(proxy_anchor_backward);
 EMBER_DEVICE_KERNEL(supcon_forward);
 EMBER_DEVICE_KERNEL(supcon_backward);
+EMBER_DEVICE_KERNEL(triplet_forward);
+EMBER_DEVICE_KERNEL(triplet_backward);
+EMBER_DEVICE_KERNEL(triplet_mined_forward);
+EMBER_DEVICE_KERNEL(triplet_mined_backward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

@@ -12,6 +12,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 
 #include "core/host_device.h"
 
@@ -168,5 +169,64 @@ EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double mar
   const double w = alpha * std::exp(proxy_anchor_exponent(positive, s, margin, alpha) - lse_c) / divisor;
   return positive ? -w : w;
 }
+
+
+// ---- L2 distances (contrastive, triplet, batch-hard mining) ------------------------------------
+// Note [L2 distances]: PML's LpDistance is torch.cdist(e, e, p=2) on the normalised rows,
+// d_ij = ||e_i - e_j||. Its gradient with respect to e_i is dloss/dd_ij (e_i - e_j) / d_ij, and 0
+// where d_ij == 0 (cdist's rule): the diagonal and identical rows give zero gradients, never NaN.
+// The CPU takes d from a GEMM tile, d^2 = |e_i|^2 + |e_j|^2 - 2 e_i.e_j, which loses digits to
+// cancellation when the rows are close: such pairs (is_near_pair) are recomputed from their
+// differences, so identical rows get exactly d = 0 as with cdist's direct path, and their
+// gradient is added from the differences too. The CUDA kernels always use the differences.
+
+// Whether a pair is close enough that d^2 from dot products has lost digits: d^2 at most 2% of
+// |e_i|^2 + |e_j|^2 (d below about 0.2 for unit rows).
+EMBER_HOST_DEVICE bool is_near_pair(double d2, double n_i, double n_j) { return d2 <= 0.02 * (n_i + n_j); }
+
+// d^2 from the squared norms and the dot product, never below 0.
+EMBER_HOST_DEVICE double squared_distance_from_dot(double s, double n_i, double n_j) {
+  const double d2 = n_i + n_j - 2 * s;
+  return d2 > 0 ? d2 : 0;
+}
+
+// The coefficient of (e_i - e_j) in dloss/de_i when dloss/dd_ij = g: g / d, and 0 at d == 0.
+EMBER_HOST_DEVICE double distance_coefficient(double g, double d) { return d > 0 ? g / d : 0; }
+
+// The running arg-max of a stream of (value, index): a larger value wins, a tie keeps the
+// smaller index (batch-hard mining's hardest positive with d, hardest negative with -d).
+struct ArgMax {
+  double value = -INFINITY;
+  int64_t index = -1;
+  EMBER_HOST_DEVICE void offer(double v, int64_t i) {
+    if (index < 0 || v > value || (v == value && i < index)) value = v, index = i;
+  }
+  EMBER_HOST_DEVICE void merge(const ArgMax& o) {
+    if (o.index >= 0) offer(o.value, o.index);
+  }
+};
+
+// ---- Contrastive -------------------------------------------------------------------------------
+// A positive pair's term relu(d - pos_margin), a negative pair's relu(neg_margin - d)
+// (ContrastiveLoss, hinges not squared). Each part is averaged over its terms > 0
+// (AvgNonZeroReducer) and the two parts are added.
+EMBER_HOST_DEVICE double contrastive_term(bool positive, double d, double pos_margin, double neg_margin) {
+  const double v = positive ? d - pos_margin : neg_margin - d;
+  return v > 0 ? v : 0;
+}
+
+// d term / d d: +1 (positive) or -1 (negative) where the term is > 0, else 0 (relu'(0) = 0).
+EMBER_HOST_DEVICE double contrastive_slope(bool positive, double d, double pos_margin, double neg_margin) {
+  if (contrastive_term(positive, d, pos_margin, neg_margin) <= 0) return 0;
+  return positive ? 1 : -1;
+}
+
+// ---- Triplet margin ------------------------------------------------------------------------------
+// A triplet (a, p, n) has the term relu(d_ap - d_an + margin), written as t - d_an with the
+// anchor-positive threshold t = d_ap + margin: it is > 0 exactly when d_an < t. Every backend
+// tests that one inequality, so sorting the negatives (CPU) and scanning them (CUDA) agree on
+// which triplets count. The loss averages the terms > 0 (AvgNonZeroReducer).
+EMBER_HOST_DEVICE double triplet_threshold(double d_ap, double margin) { return d_ap + margin; }
+EMBER_HOST_DEVICE bool triplet_active(double threshold, double d_an) { return d_an < threshold; }
 
 }  // namespace ember

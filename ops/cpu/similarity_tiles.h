@@ -19,11 +19,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
+#include "ops/metric_rules.h"
 #include "ops/pair_tiles.h"
 
 namespace ember::cpu {
@@ -153,6 +155,58 @@ inline void check_class_labels(const char* op, const int64_t* y, int64_t B, int6
   for (int64_t i = 0; i < B; ++i)
     EMBER_CHECK(y[i] >= 0 && y[i] < C, op, ": label ", y[i], " is out of range for ", C,
                 " classes (expected 0 <= label < ", C, ")");
+}
+
+// ---- L2 distance tiles (Note [L2 distances] in ops/metric_rules.h) -------------------------------
+//
+//   row_squared_norms(E, B, D, norms);                               // norms (B) f64 = |e_i|^2
+//   distance_tile(E, E, norms, norms, D, r0, r1, c0, c1, out, ldo);  // out[(i - r0) * ldo + (j - c0)] = d_ij
+//
+// The tile is the GEMM's dot products turned into distances; near pairs are recomputed from
+// their differences. A backward pass that turns d_ij into coefficients c_ij of (e_i - e_j)
+// adds the far pairs with the GEMM (dE[rows] += (sum_j c_ij) e_i - C E[cols]) and the near
+// ones with add_scaled_difference, so no gradient of close rows comes from cancellation.
+
+// norms[i] = |A_i|^2 in double, for the M rows of A.
+template <class T>
+void row_squared_norms(const T* A, int64_t M, int64_t D, double* norms) {
+  parallel_for(0, M, 256, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) norms[i] = row_dot(A, A, D, i, i);
+  });
+}
+
+// ||A_i - B_j|| from the differences, in double (cdist's direct formula).
+template <class T>
+double row_distance(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
+  const T* a = A + i * D;
+  const T* b = B + j * D;
+  double s = 0;
+  for (int64_t d = 0; d < D; ++d) {
+    const double diff = double(a[d]) - double(b[d]);
+    s += diff * diff;
+  }
+  return std::sqrt(s);
+}
+
+// out (r1 - r0, c1 - c0), row stride ldo, = ||A_i - B_j|| for i in [r0, r1), j in [c0, c1);
+// na, nb: the rows' squared norms. Near pairs come from row_distance.
+template <class T>
+void distance_tile(const T* A, const T* B, const double* na, const double* nb, int64_t D, int64_t r0, int64_t r1,
+                   int64_t c0, int64_t c1, T* out, int64_t ldo) {
+  gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), out, ldo);
+  for (int64_t i = r0; i < r1; ++i) {
+    T* o = out + (i - r0) * ldo;
+    for (int64_t j = c0; j < c1; ++j) {
+      const double d2 = squared_distance_from_dot(double(o[j - c0]), na[i], nb[j]);
+      o[j - c0] = T(is_near_pair(d2, na[i], nb[j]) ? row_distance(A, B, D, i, j) : std::sqrt(d2));
+    }
+  }
+}
+
+// de += c (a - b) over D elements, from the differences (a near pair's gradient).
+template <class T>
+void add_scaled_difference(T* de, double c, const T* a, const T* b, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) de[d] = T(double(de[d]) + c * (double(a[d]) - double(b[d])));
 }
 
 }  // namespace ember::cpu

@@ -3,6 +3,8 @@
 //
 //   const T s = row_dot(E, D, i, j);                     // e_i . e_j
 //   accumulate_weighted_rows(E, D, B, de_i, weight_of);  // de_i += sum_j weight_of(j) e_j
+//   const double d = row_distance(E, E, D, i, j);       // ||e_i - e_j||, from the differences
+//   add_weighted_differences(e_i, E, D, B, de_i, chunk, weight_of);  // de_i += sum_j w_j (e_i - e_j)
 //
 // Class losses (ArcFace, ProxyAnchor) run the same helpers over embeddings e (B, D) against
 // class rows w (C, D): a block per row of one of them, threads over the rows of the other.
@@ -23,6 +25,11 @@ namespace ember {
 // hence in OnlineLogSumExp's namespace).
 __device__ __forceinline__ OnlineLogSumExp shuffle_xor(OnlineLogSumExp v, int lane_mask) {
   return {__shfl_xor_sync(cuda::kFullWarp, v.max, lane_mask), __shfl_xor_sync(cuda::kFullWarp, v.sum, lane_mask)};
+}
+
+// ArgMax through warp shuffles, for block_reduce (batch-hard mining).
+__device__ __forceinline__ ArgMax shuffle_xor(ArgMax v, int lane_mask) {
+  return {__shfl_xor_sync(cuda::kFullWarp, v.value, lane_mask), __shfl_xor_sync(cuda::kFullWarp, v.index, lane_mask)};
 }
 
 }  // namespace ember
@@ -120,6 +127,50 @@ void cross_similarity_backward(int64_t M, int64_t N, int64_t D, const T* A, cons
   if (N > 0)
     launch<cross_weighted_rows_kernel<T, WeightOf>>(blocks_for(N, 1), kCrossRowsThreads, 0, Stream{}, N, M, D, A,
                                                     true, weight_of, dB);
+}
+
+struct MergeArgMax {
+  __device__ __forceinline__ ArgMax operator()(ArgMax a, const ArgMax& b) const {
+    a.merge(b);
+    return a;
+  }
+};
+
+// ||A_i - B_j|| from the differences, accumulated in double (Note [L2 distances] in
+// ops/metric_rules.h: cdist's direct formula, exactly 0 for identical rows).
+template <class T>
+__device__ __forceinline__ double row_distance(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
+  const T* a = A + i * D;
+  const T* b = B + j * D;
+  double s = 0;
+  for (int64_t d = 0; d < D; ++d) {
+    const double diff = double(a[d]) - double(b[d]);
+    s += diff * diff;
+  }
+  return sqrt(s);
+}
+
+// de (D) += sum over k < N of weight_of(k) * (x - rows[k]) (x (D), rows (N, D)), for the calling
+// block: the gradient of distances ||x - rows[k]|| with coefficients weight_of(k), from the
+// differences (no cancellation for close rows). Every thread of the block calls it; each
+// thread owns the elements d = threadIdx.x + m blockDim.x of de. `chunk`: shared memory of
+// blockDim.x elements.
+template <class T, class WeightOf>
+__device__ void add_weighted_differences(const T* x, const T* rows, int64_t D, int64_t N, T* de, T* chunk,
+                                         WeightOf weight_of) {
+  for (int64_t k0 = 0; k0 < N; k0 += blockDim.x) {
+    const int64_t k = k0 + threadIdx.x;
+    chunk[threadIdx.x] = k < N ? T(weight_of(k)) : T(0);
+    __syncthreads();
+    const int64_t n = N - k0 < int64_t(blockDim.x) ? N - k0 : int64_t(blockDim.x);
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      T acc = de[d];
+      const T xd = x[d];
+      for (int64_t m = 0; m < n; ++m) acc += chunk[m] * (xd - rows[(k0 + m) * D + d]);
+      de[d] = acc;
+    }
+    __syncthreads();
+  }
 }
 
 }  // namespace ember::cuda

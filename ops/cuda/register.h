@@ -10,6 +10,7 @@
 #define EMBER_CUDA_KERNEL_FAMILIES(X) \
   X(arcface)                          \
   X(bias_activation)                  \
+  X(contrastive)                      \
   X(conv)                             \
   X(cross_device_copy)                \
   X(cross_entropy)                    \
@@ -27,7 +28,8 @@
   X(proxy_anchor)                     \
   X(reduce)                           \
   X(softmax)                          \
-  X(supcon)
+  X(supcon)                           \
+  X(triplet)
 
 namespace ember::cuda {
 

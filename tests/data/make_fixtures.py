@@ -342,6 +342,47 @@ def arcface(margin_degrees=28.6, scale=64.0):
 
 def proxy_anchor(margin=0.1, alpha=32.0):
     return lambda x, proxies: proxy_anchor_formula(x, METRIC_LABELS, proxies, margin, alpha)
+def avg_nonzero(terms, x):
+    """AvgNonZeroReducer: the mean of the terms > 0, or 0 (with zero gradients) when none are."""
+    nonzero = terms[terms > 0]
+    return nonzero.mean() if len(nonzero) > 0 else (x * 0).sum()
+
+
+def l2_distances(x):
+    """LpDistance: torch.cdist of the L2-normalised rows (its gradient at d = 0 is 0)."""
+    e = F.normalize(x, p=2, dim=1)
+    return torch.cdist(e, e, p=2)
+
+
+def contrastive(pos_margin, neg_margin):
+    """ContrastiveLoss: relu(d - pos_margin) over positive pairs, relu(neg_margin - d) over
+    negative pairs, each averaged over its terms > 0, then added."""
+    def loss(x):
+        d = l2_distances(x)
+        pos, neg = pair_masks(METRIC_LABELS)
+        return avg_nonzero(F.relu(d[pos] - pos_margin), x) + avg_nonzero(F.relu(neg_margin - d[neg]), x)
+    return loss
+
+
+# The given triplets of the mined case (mined_triplets() in test_op_table.cpp): repeats, an
+# anchor that is its own positive, a triplet whose labels do not make a triplet.
+TRIPLET_ANCHOR = torch.tensor([0, 3, 6, 1, 4, 2, 5, 0, 7])
+TRIPLET_POSITIVE = torch.tensor([3, 6, 0, 4, 1, 5, 2, 6, 7])
+TRIPLET_NEGATIVE = torch.tensor([1, 2, 7, 0, 5, 3, 1, 4, 0])
+
+
+def triplet(margin, mined=False):
+    """TripletMarginLoss: relu(d_ap - d_an + margin) averaged over the terms > 0, over every
+    triplet (p a positive and n a negative of a) or over the given ones."""
+    def loss(x):
+        d = l2_distances(x)
+        if mined:
+            a, p, n = TRIPLET_ANCHOR, TRIPLET_POSITIVE, TRIPLET_NEGATIVE
+        else:
+            pos, neg = pair_masks(METRIC_LABELS)
+            a, p, n = torch.where(pos[:, :, None] & neg[:, None, :])
+        return avg_nonzero(F.relu(d[a, p] - d[a, n] + margin), x)
+    return loss
 
 
 NN_CASES = [
@@ -420,6 +461,11 @@ NN_CASES = [
     ("arcface_m40_s3", [((8, 5), "n"), ((5, 4), "n")], arcface(40, 3)),
     ("proxy_anchor", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor()),
     ("proxy_anchor_m02_a4", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor(0.2, 4)),
+    ("contrastive", [((8, 5), "n")], contrastive(0.0, 1.0)),
+    ("contrastive_margins", [((8, 5), "n")], contrastive(0.3, 1.2)),
+    ("triplet", [((8, 5), "n")], triplet(0.05)),
+    ("triplet_m03", [((8, 5), "n")], triplet(0.3)),
+    ("triplet_mined", [((8, 5), "n")], triplet(0.2, mined=True)),
 ]
 
 

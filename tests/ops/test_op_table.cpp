@@ -72,6 +72,11 @@ Tensor ce_target_ignore1() { return ids({0, 1, 2, 1}, {4}); }
 // The labels of the metric-loss cases (METRIC_LABELS in make_fixtures.py): classes of 3, 2, 2
 // and 1 members, so there are positive pairs, negative pairs and an anchor with no positive.
 Tensor metric_labels() { return ids({0, 1, 2, 0, 1, 2, 0, 3}, {8}); }
+// The given triplets of the mined triplet case (TRIPLET_* in make_fixtures.py).
+Triplets mined_triplets() {
+  return {ids({0, 3, 6, 1, 4, 2, 5, 0, 7}, {9}), ids({3, 6, 0, 4, 1, 5, 2, 6, 7}, {9}),
+          ids({1, 2, 7, 0, 5, 3, 1, 4, 0}, {9})};
+}
 
 // The optional last input of a layer (bias) or the pair after x (batch_norm's weight, bias).
 Tensor input_or_none(const TensorList& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
@@ -303,6 +308,12 @@ const std::vector<OpCase>& op_table() {
       {"proxy_anchor", {{8, 5}, {6, 5}}, OP2(proxy_anchor_loss(a, metric_labels(), b))},
       {"proxy_anchor_m02_a4", {{8, 5}, {6, 5}},
        OP2(proxy_anchor_loss(a, metric_labels(), b, {.margin = 0.2, .alpha = 4}))},
+      {"contrastive", {{8, 5}}, OP1(contrastive_loss(x, metric_labels()))},
+      {"contrastive_margins", {{8, 5}},
+       OP1(contrastive_loss(x, metric_labels(), {.pos_margin = 0.3, .neg_margin = 1.2}))},
+      {"triplet", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels()))},
+      {"triplet_m03", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), {.margin = 0.3}))},
+      {"triplet_mined", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), mined_triplets(), {.margin = 0.2}))},
   };
   return table;
 }
@@ -451,8 +462,19 @@ TEST_CASE("op table on cuda, cases 60-119: match the CPU and pass gradcheck ther
   check_cases_on_cuda(60, 120);
 }
 
-TEST_CASE("op table on cuda, cases 120-: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+TEST_CASE("op table on cuda, cases 120-139: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
   if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
-  check_cases_on_cuda(120, SIZE_MAX);
+  check_cases_on_cuda(120, 140);
+}
+
+// The metric losses (the last cases) are the slowest on the simulator: smaller slices.
+TEST_CASE("op table on cuda, cases 140-159: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  check_cases_on_cuda(140, 160);
+}
+
+TEST_CASE("op table on cuda, cases 160-: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  check_cases_on_cuda(160, SIZE_MAX);
   CHECK(op_table().size() < 180);  // a longer table gets another test above
 }

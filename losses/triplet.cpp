@@ -1,0 +1,88 @@
+#include "losses/triplet.h"
+
+#include "autograd/graph.h"
+#include "losses/metric_common.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+namespace ember {
+namespace {
+
+constexpr const char* kOp = "triplet_margin_loss";
+
+// Given triplets: three defined (T) i64 tensors on the embeddings' device, each index in [0, B).
+// Note [Checked indices]: the range check reads the indices on the host (a copy, and a
+// synchronisation for cuda indices); an index out of range would otherwise read outside e.
+void check_triplets(const Triplets& t, const Tensor& embeddings) {
+  const struct {
+    const char* name;
+    const Tensor& index;
+  } parts[] = {{"anchor", t.anchor}, {"positive", t.positive}, {"negative", t.negative}};
+  for (const auto& p : parts) {
+    EMBER_CHECK(p.index.defined(), kOp, ": expected ", p.name, " indices, got an undefined tensor");
+    EMBER_CHECK(p.index.dtype() == DType::i64, kOp, ": expected ", p.name, " indices of dtype i64, got ",
+                dtype_name(p.index.dtype()));
+    EMBER_CHECK(p.index.dim() == 1, kOp, ": expected ", p.name, " indices of shape (T), got ",
+                shape_str(p.index.shape()));
+    check_same_device(kOp, embeddings, p.index);
+  }
+  EMBER_CHECK(t.anchor.size(0) == t.positive.size(0) && t.anchor.size(0) == t.negative.size(0), kOp,
+              ": expected anchor, positive and negative indices of one length, got ", t.anchor.size(0), ", ",
+              t.positive.size(0), " and ", t.negative.size(0));
+  const int64_t B = embeddings.size(0);
+  for (const auto& p : parts) {
+    const Tensor host = p.index.cpu().contiguous();
+    const int64_t* v = host.data<int64_t>();
+    for (int64_t k = 0; k < host.numel(); ++k)
+      EMBER_CHECK(v[k] >= 0 && v[k] < B, kOp, ": expected ", p.name, " indices in [0, ", B, "), got ", v[k],
+                  " at position ", k);
+  }
+}
+
+}  // namespace
+
+Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, TripletOptions options) {
+  check_embeddings(kOp, embeddings, labels);
+  const Tensor e = normalize_rows(embeddings).contiguous();
+  const Tensor y = labels.contiguous();
+  const PairTiles tiles = pair_tiles();
+  const Tensor triplets = Tensor::empty({}, {.dtype = DType::f64, .device = e.device()});
+  Tensor loss = Tensor::empty({}, e.options());
+  triplet_forward_kernel(e.device(), tiles, e, y, options.margin, loss, triplets);
+  if (autograd::needs_grad(e))
+    autograd::record(kOp, {e}, loss,
+                     [es = autograd::save(e), y, triplets, tiles, m = options.margin](
+                         const Tensor& grad) -> autograd::TensorList {
+                       const Tensor& e = es.get("triplet_margin_loss");
+                       Tensor de = Tensor::empty(e.shape(), e.options());
+                       triplet_backward_kernel(e.device(), tiles, grad.contiguous(), e, y, m, triplets, de);
+                       return {de};
+                     });
+  return loss;
+}
+
+Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, const Triplets& mined,
+                           TripletOptions options) {
+  check_embeddings(kOp, embeddings, labels);
+  check_triplets(mined, embeddings);
+  const Tensor e = normalize_rows(embeddings).contiguous();
+  const Tensor a = mined.anchor.contiguous(), p = mined.positive.contiguous(), n = mined.negative.contiguous();
+  const TensorOptions f64{.dtype = DType::f64, .device = e.device()};
+  const Tensor dists = Tensor::empty({a.size(0), 2}, f64);
+  const Tensor triplets = Tensor::empty({}, f64);
+  Tensor loss = Tensor::empty({}, e.options());
+  triplet_mined_forward_kernel(e.device(), e, a, p, n, options.margin, dists, loss, triplets);
+  if (autograd::needs_grad(e))
+    autograd::record(kOp, {e}, loss,
+                     [es = autograd::save(e), a, p, n, dists, triplets, m = options.margin](
+                         const Tensor& grad) -> autograd::TensorList {
+                       const Tensor& e = es.get("triplet_margin_loss");
+                       Tensor de = Tensor::empty(e.shape(), e.options());
+                       triplet_mined_backward_kernel(e.device(), grad.contiguous(), e, a, p, n, m, dists, triplets,
+                                                     de);
+                       return {de};
+                     });
+  return loss;
+}
+
+}  // namespace ember

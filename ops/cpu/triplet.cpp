@@ -1,0 +1,322 @@
+// Triplet margin loss and batch-hard mining on the CPU (contract in ops/kernels.h, rules in
+// ops/metric_rules.h, Note [L2 distances] there).
+//
+// Every triplet, never listed: anchor a's terms are relu(t_p - d_an) over its positives p and
+// negatives n, t_p = d_ap + margin. With a's negative distances sorted and prefix-summed, a
+// positive's share is a binary search: m = #{n : d_an < t_p}, sum = m t_p - (sum of those m).
+//   forward   per row block, the rows x B distances in column tiles, then per anchor one sort
+//             and one search per positive: O(B^2 (D + log B)) time, O(rows x B) memory.
+//   backward  d loss / d d_aj through anchor a's terms: #{n : d_an < t_j} / T for a positive j,
+//             -#{p : t_p > d_aj} / T for a negative j (T = the triplets > 0), again by binary
+//             search. A pair's coefficient reaches both rows, so anchors are swept in blocks of
+//             tiles.rows: the block's coefficients C (rows, B) give de[block] += rowsum e - C E
+//             and de += colsum e - C^T E[block] with two GEMMs; the blocks run in order, so the
+//             sums do too (near pairs from their differences, serially after the GEMMs).
+// Given triplets: exact distances per triplet; the backward gathers each row's triplets through
+// a CSR index (rows -> the triplets that name them), so every row is written by one task.
+#include <algorithm>
+
+#include "ops/cpu/similarity_tiles.h"
+#include "ops/kernels.h"
+#include "ops/metric_rules.h"
+
+namespace ember::cpu {
+namespace {
+
+const TensorOptions kF64{.dtype = DType::f64};
+
+// One anchor's sorted negative distances (and their prefix sums) and sorted positive thresholds.
+struct AnchorLists {
+  double* negatives;   // (B)
+  double* prefix;      // (B + 1): prefix[m] = sum of the m smallest
+  double* thresholds;  // (B): d_ap + margin
+  int64_t num_negatives = 0, num_positives = 0;
+
+  // Fills the lists from anchor a's distance row d (B).
+  template <class T>
+  void build(const T* d, const int64_t* y, int64_t B, int64_t a, double margin) {
+    num_negatives = num_positives = 0;
+    for (int64_t j = 0; j < B; ++j) {
+      if (y[j] != y[a]) negatives[num_negatives++] = double(d[j]);
+      else if (j != a) thresholds[num_positives++] = triplet_threshold(double(d[j]), margin);
+    }
+    std::sort(negatives, negatives + num_negatives);
+    std::sort(thresholds, thresholds + num_positives);
+    prefix[0] = 0;
+    for (int64_t m = 0; m < num_negatives; ++m) prefix[m + 1] = prefix[m] + negatives[m];
+  }
+  // #{n : triplet_active(t, d_an)} = #{n : d_an < t}.
+  int64_t active_negatives(double t) const {
+    return std::lower_bound(negatives, negatives + num_negatives, t) - negatives;
+  }
+  // #{p : triplet_active(t_p, d)} = #{p : t_p > d}.
+  int64_t active_positives(double d) const {
+    return num_positives - (std::upper_bound(thresholds, thresholds + num_positives, d) - thresholds);
+  }
+};
+
+// Scratch for one task's AnchorLists: 3 B + 1 doubles.
+struct ListScratch {
+  Tensor storage;
+  AnchorLists lists;
+  explicit ListScratch(int64_t B) : storage(Tensor::empty({3 * B + 1}, kF64)) {
+    double* p = storage.data<double>();
+    lists = {p, p + B, p + 2 * B + 1};
+  }
+};
+
+// out (r1 - r0, B) = distances of rows [r0, r1) to every row, in column tiles.
+template <class T>
+void distance_rows(const PairTiles& tiles, const T* E, const double* n, int64_t B, int64_t D, int64_t r0, int64_t r1,
+                   T* out) {
+  for (int64_t c0 = 0; c0 < B; c0 += tiles.cols)
+    distance_tile(E, E, n, n, D, r0, r1, c0, std::min(B, c0 + tiles.cols), out + c0, B);
+}
+
+template <class T>
+void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& loss,
+                   const Tensor& triplets) {
+  const int64_t B = e.size(0), D = e.size(1);
+  const T* E = e.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  const Tensor norms = Tensor::empty({B}, kF64);
+  row_squared_norms(E, B, D, norms.data<double>());
+  const double* n = norms.data<double>();
+  const Tensor rows = Tensor::empty({B, 2}, kF64);  // per anchor [sum of terms, terms > 0]
+  double* row = rows.data<double>();
+
+  const int64_t blocks = (B + tiles.rows - 1) / tiles.rows;
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    const Tensor dist = Tensor::empty({std::min(B, tiles.rows) * B}, {.dtype = e.dtype()});
+    ListScratch scratch(B);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * tiles.rows, r1 = std::min(B, r0 + tiles.rows);
+      distance_rows(tiles, E, n, B, D, r0, r1, dist.data<T>());
+      for (int64_t a = r0; a < r1; ++a) {
+        const T* d = dist.data<T>() + (a - r0) * B;
+        AnchorLists& l = scratch.lists;
+        l.build(d, y, B, a, margin);
+        double sum = 0, count = 0;
+        for (int64_t j = 0; j < B; ++j) {
+          if (j == a || y[j] != y[a]) continue;
+          const double t = triplet_threshold(double(d[j]), margin);
+          const int64_t m = l.active_negatives(t);
+          sum += double(m) * t - l.prefix[m], count += double(m);
+        }
+        row[2 * a] = sum, row[2 * a + 1] = count;
+      }
+    }
+  });
+
+  double total = 0, count = 0;
+  for (int64_t a = 0; a < B; ++a) total += row[2 * a], count += row[2 * a + 1];
+  loss.data<T>()[0] = count > 0 ? T(total / count) : T(0);
+  triplets.data<double>()[0] = count;
+}
+
+template <class T>
+void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels, double margin,
+                    const Tensor& triplets, const Tensor& de) {
+  const int64_t B = e.size(0), D = e.size(1);
+  T* dE = de.data<T>();
+  std::fill(dE, dE + B * D, T(0));
+  const double count = triplets.data<double>()[0];
+  if (count == 0) return;
+  const double scale = double(grad.data<T>()[0]) / count;
+  const T* E = e.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  const Tensor norms = Tensor::empty({B}, kF64);
+  row_squared_norms(E, B, D, norms.data<double>());
+  const double* n = norms.data<double>();
+  const int64_t R = std::min(B, tiles.rows);
+  // The block's distances (then its near pairs' coefficients), its far pairs' coefficients C,
+  // and the row and column sums of C.
+  const Tensor dist = Tensor::empty({R * B}, {.dtype = e.dtype()}), coef = Tensor::empty({R * B}, {.dtype = e.dtype()});
+  const Tensor sums = Tensor::empty({R + B}, kF64);
+  T* near = dist.data<T>();
+  T* C = coef.data<T>();
+  double* row_sum = sums.data<double>();
+  double* col_sum = row_sum + R;
+
+  for (int64_t a0 = 0; a0 < B; a0 += tiles.rows) {
+    const int64_t a1 = std::min(B, a0 + tiles.rows), rows = a1 - a0;
+    distance_rows(tiles, E, n, B, D, a0, a1, dist.data<T>());
+    parallel_for(a0, a1, 1, [&](int64_t i0, int64_t i1) {
+      ListScratch scratch(B);
+      AnchorLists& l = scratch.lists;
+      for (int64_t a = i0; a < i1; ++a) {
+        T* d = near + (a - a0) * B;
+        T* c_row = C + (a - a0) * B;
+        l.build(d, y, B, a, margin);
+        double rs = 0;
+        for (int64_t j = 0; j < B; ++j) {
+          const double dj = double(d[j]);
+          double g = 0;
+          if (j != a)
+            g = y[j] == y[a] ? double(l.active_negatives(triplet_threshold(dj, margin)))
+                             : -double(l.active_positives(dj));
+          const double c = distance_coefficient(scale * g, dj);
+          const bool is_near = c != 0 && is_near_pair(dj * dj, n[a], n[j]);
+          c_row[j] = is_near ? T(0) : T(c);
+          d[j] = is_near ? T(c) : T(0);  // the row is consumed: it now holds the near coefficients
+          if (!is_near) rs += double(T(c));
+        }
+        row_sum[a - a0] = rs;
+      }
+    });
+    parallel_for(0, B, 64, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        double s = 0;
+        for (int64_t a = 0; a < rows; ++a) s += double(C[a * B + j]);
+        col_sum[j] = s + (j >= a0 && j < a1 ? row_sum[j - a0] : 0);
+      }
+    });
+    gemm<T>(false, false, rows, D, B, T(-1), C, B, E, D, T(1), dE + a0 * D, D);  // de_a -= sum_j c_aj e_j
+    gemm<T>(true, false, B, D, rows, T(-1), C, B, E + a0 * D, D, T(1), dE, D);   // de_j -= sum_a c_aj e_a
+    parallel_for(0, B, 64, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t k = 0; k < D; ++k) dE[j * D + k] = T(double(dE[j * D + k]) + col_sum[j] * double(E[j * D + k]));
+    });
+    for (int64_t a = a0; a < a1; ++a)
+      for (int64_t j = 0; j < B; ++j) {
+        const double c = double(near[(a - a0) * B + j]);
+        if (c == 0) continue;
+        add_scaled_difference(dE + a * D, c, E + a * D, E + j * D, D);
+        add_scaled_difference(dE + j * D, c, E + j * D, E + a * D, D);
+      }
+  }
+}
+
+// ---- given triplets ----
+
+template <class T>
+void mined_forward_typed(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
+                         double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets) {
+  const int64_t T_ = anchors.size(0), D = e.size(1);
+  const T* E = e.data<T>();
+  const int64_t *A = anchors.data<int64_t>(), *P = positives.data<int64_t>(), *N = negatives.data<int64_t>();
+  double* dist = dists.data<double>();
+  parallel_for(0, T_, 256, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      dist[2 * t] = row_distance(E, E, D, A[t], P[t]), dist[2 * t + 1] = row_distance(E, E, D, A[t], N[t]);
+  });
+  double total = 0, count = 0;
+  for (int64_t t = 0; t < T_; ++t) {
+    const double th = triplet_threshold(dist[2 * t], margin);
+    if (triplet_active(th, dist[2 * t + 1])) total += th - dist[2 * t + 1], count += 1;
+  }
+  loss.data<T>()[0] = count > 0 ? T(total / count) : T(0);
+  triplets.data<double>()[0] = count;
+}
+
+template <class T>
+void mined_backward_typed(const Tensor& grad, const Tensor& e, const Tensor& anchors, const Tensor& positives,
+                          const Tensor& negatives, double margin, const Tensor& dists, const Tensor& triplets,
+                          const Tensor& de) {
+  const int64_t B = e.size(0), D = e.size(1), T_ = anchors.size(0);
+  T* dE = de.data<T>();
+  std::fill(dE, dE + B * D, T(0));
+  const double count = triplets.data<double>()[0];
+  if (count == 0) return;
+  const double scale = double(grad.data<T>()[0]) / count;
+  const T* E = e.data<T>();
+  const int64_t* idx[3] = {anchors.data<int64_t>(), positives.data<int64_t>(), negatives.data<int64_t>()};
+  const double* dist = dists.data<double>();
+  // CSR: the entries 3 t + role of row r are entry[offset[r] .. offset[r + 1]), in triplet order.
+  const Tensor csr = Tensor::empty({2 * (B + 1) + 3 * T_}, {.dtype = DType::i64});
+  int64_t* offset = csr.data<int64_t>();
+  int64_t* cursor = offset + B + 1;
+  int64_t* entry = cursor + B + 1;
+  std::fill(offset, offset + B + 1, int64_t(0));
+  for (int64_t t = 0; t < T_; ++t)
+    for (int role = 0; role < 3; ++role) ++offset[idx[role][t] + 1];
+  for (int64_t r = 0; r < B; ++r) offset[r + 1] += offset[r];
+  std::copy(offset, offset + B + 1, cursor);
+  for (int64_t t = 0; t < T_; ++t)
+    for (int role = 0; role < 3; ++role) entry[cursor[idx[role][t]]++] = 3 * t + role;
+
+  parallel_for(0, B, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t k = offset[r]; k < offset[r + 1]; ++k) {
+        const int64_t t = entry[k] / 3, role = entry[k] % 3;
+        const double d_ap = dist[2 * t], d_an = dist[2 * t + 1];
+        if (!triplet_active(triplet_threshold(d_ap, margin), d_an)) continue;
+        const double c_ap = distance_coefficient(scale, d_ap), c_an = distance_coefficient(-scale, d_an);
+        const T *a = E + idx[0][t] * D, *p = E + idx[1][t] * D, *n = E + idx[2][t] * D;
+        T* out = dE + r * D;
+        if (role == 0) add_scaled_difference(out, c_ap, a, p, D), add_scaled_difference(out, c_an, a, n, D);
+        else if (role == 1) add_scaled_difference(out, c_ap, p, a, D);
+        else add_scaled_difference(out, c_an, n, a, D);
+      }
+  });
+}
+
+// ---- batch-hard mining ----
+
+template <class T>
+void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const Tensor& hardest) {
+  const int64_t B = e.size(0), D = e.size(1);
+  const T* E = e.data<T>();
+  const int64_t* y = labels.data<int64_t>();
+  const Tensor norms = Tensor::empty({B}, kF64);
+  row_squared_norms(E, B, D, norms.data<double>());
+  const double* n = norms.data<double>();
+  int64_t* out = hardest.data<int64_t>();
+  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    const Tensor best = Tensor::empty({2 * (r1 - r0)}, kF64);  // running values of the two arg-maxes
+    double* value = best.data<double>();
+    std::fill(out + 2 * r0, out + 2 * r1, int64_t(-1));
+    std::fill(value, value + 2 * (r1 - r0), 0.0);
+    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
+      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
+      distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
+      for (int64_t i = r0; i < r1; ++i) {
+        ArgMax pos{value[2 * (i - r0)], out[2 * i]}, neg{value[2 * (i - r0) + 1], out[2 * i + 1]};
+        for (int64_t j = c0; j < c1; ++j) {
+          const double d = buf.similarities[(i - r0) * width + (j - c0)];
+          if (y[j] != y[i]) neg.offer(-d, j);
+          else if (j != i) pos.offer(d, j);
+        }
+        value[2 * (i - r0)] = pos.value, out[2 * i] = pos.index;
+        value[2 * (i - r0) + 1] = neg.value, out[2 * i + 1] = neg.index;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& loss,
+                     const Tensor& triplets) {
+  dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
+    forward_typed<T>(tiles, e, labels, margin, loss, triplets);
+  });
+}
+
+void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
+                      double margin, const Tensor& triplets, const Tensor& de) {
+  dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
+    backward_typed<T>(tiles, grad, e, labels, margin, triplets, de);
+  });
+}
+
+void triplet_mined_forward(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
+                           double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets) {
+  dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
+    mined_forward_typed<T>(e, anchors, positives, negatives, margin, dists, loss, triplets);
+  });
+}
+
+void triplet_mined_backward(const Tensor& grad, const Tensor& e, const Tensor& anchors, const Tensor& positives,
+                            const Tensor& negatives, double margin, const Tensor& dists, const Tensor& triplets,
+                            const Tensor& de) {
+  dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
+    mined_backward_typed<T>(grad, e, anchors, positives, negatives, margin, dists, triplets, de);
+  });
+}
+
+void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const Tensor& hardest) {
+  dispatch_float(e.dtype(), "batch_hard_miner", [&]<class T>(TypeTag<T>) { mine_typed<T>(tiles, e, labels, hardest); });
+}
+
+}  // namespace ember::cpu
