@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of `ember bench losses` (apps/bench/bench_losses.cpp): the metric losses written
-plainly in PyTorch, eager, the way pytorch-metric-learning 2.8.1 computes them (whole B x B
-similarity matrices and masks), timed like ember's rows (torch_timing.py), printed as
+plainly in PyTorch, eager, the way pytorch-metric-learning 2.8.1 computes them (pml_formulas.py:
+whole B x B similarity matrices and masks), timed like ember's rows (torch_timing.py), printed as
 `name ms` lines; or, with --capacity, the largest batch whose forward+backward fits a memory
 budget, each batch size measured in a fresh process by its peak resident memory above its
 baseline, printed as `capacity name batch` lines.
@@ -10,6 +10,7 @@ baseline, printed as `capacity name batch` lines.
     /usr/bin/python3 apps/bench/torch_losses.py --capacity --budget-mib 256 --time-cap-s 5
 """
 import argparse
+import math
 import os
 import resource
 import subprocess
@@ -17,40 +18,42 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
+import pml_formulas as pml
 from torch_timing import median_ms, use_cuda
 
 # (name, batch, dim, per class, classes): the profiles of bench_losses.cpp.
 PROFILES = [("standard", 512, 128, 4, 1024), ("large", 512, 512, 16, 10000)]
 
 
-def pair_masks(labels):
-    """(positive, negative) pair masks: same label and i != j; different labels."""
-    same = labels[:, None] == labels[None, :]
-    return same & ~torch.eye(len(labels), dtype=torch.bool, device=labels.device), ~same
+def class_weights(shape, std):
+    """A (rows, cols) parameter drawn from N(0, std^2), as PML initialises W and the proxies."""
+    return (torch.randn(*shape) * std).requires_grad_()
 
 
-def ntxent(emb, labels, temperature=0.07):
-    """NTXentLoss: per positive pair, -log(softmax over itself and the anchor's negatives +
-    small_val), mean over positive pairs."""
-    e = F.normalize(emb, p=2, dim=1)
-    s = e @ e.T / temperature
-    pos, neg = pair_masks(labels)
-    a, p = pos.nonzero(as_tuple=True)
-    if len(a) == 0 or not neg.any():
-        return (emb * 0).sum()
-    pos_s = s[a, p][:, None]
-    neg_s = s[a].masked_fill(~neg[a], -float("inf"))
-    m = torch.maximum(pos_s, neg_s.max(1, keepdim=True).values).detach()
-    numerator = torch.exp(pos_s - m)[:, 0]
-    denominator = torch.exp(neg_s - m).sum(1) + numerator
-    return -torch.log(numerator / denominator + torch.finfo(emb.dtype).tiny).mean()
+class ClassLoss:
+    """A loss with one weight per class: W (D, C) for ArcFace, proxies (C, D) for ProxyAnchor."""
+    def __init__(self, formula, weights):
+        self.formula, self.weights = formula, weights
+
+    def __call__(self, emb, labels):
+        return self.formula(emb, labels, self.weights)
+
+    def parameters(self):
+        return [self.weights]
 
 
 # name -> (uses classes, make(classes, dim) -> loss(emb, labels)); the names of apps/metric_losses.cpp.
 LOSSES = {
-    "ntxent": (False, lambda classes, dim: ntxent),
+    "ntxent": (False, lambda classes, dim: pml.ntxent),
+    "supcon": (False, lambda classes, dim: pml.supcon),
+    "contrastive": (False, lambda classes, dim: pml.contrastive),
+    "triplet": (False, lambda classes, dim: pml.triplet),
+    "batch-hard": (False, lambda classes, dim: lambda e, y: pml.triplet(e, y, triplets=pml.batch_hard_triplets(e, y))),
+    "multisim": (False, lambda classes, dim: pml.multi_similarity),
+    "arcface": (True, lambda classes, dim: ClassLoss(pml.arcface, class_weights((dim, classes), 1.0))),
+    "proxyanchor": (True, lambda classes, dim: ClassLoss(pml.proxy_anchor,
+                                                         class_weights((classes, dim), math.sqrt(2.0 / classes)))),
 }
 
 

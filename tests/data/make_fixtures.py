@@ -24,11 +24,16 @@ import json
 import math
 import os
 import struct
+import sys
 import zlib
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+# The metric losses' plain-PyTorch formulas, shared with ember bench losses' peer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "apps", "bench"))
+import pml_formulas as pml  # noqa: E402
 
 # Constant (non-differentiable) operands, spelled identically in test_op_table.cpp.
 COND = torch.tensor([[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
@@ -239,131 +244,9 @@ def dropout(p, seed):
     return op
 
 
-# ---- metric losses: pytorch-metric-learning 2.8.1's formulas written plainly in PyTorch ---------
+# ---- metric losses: PML 2.8.1's formulas in plain PyTorch (apps/bench/pml_formulas.py) ------------
 # Labels of the metric-loss cases (metric_labels() in test_op_table.cpp).
 METRIC_LABELS = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
-
-
-def pair_masks(labels):
-    """(positive, negative) pair masks: same label and i != j; different labels."""
-    same = labels[:, None] == labels[None, :]
-    return same & ~torch.eye(len(labels), dtype=torch.bool), ~same
-
-
-def multi_similarity(alpha, beta, base):
-    """MultiSimilarityLoss: per row, (1/alpha) logsumexp over its positives of alpha (base - s)
-    and (1/beta) over its negatives of beta (s - base), each with an added 0 (add_one) and 0
-    for an empty mask; mean over the rows."""
-    def loss(x):
-        e = F.normalize(x, p=2, dim=1)
-        s = e @ e.T
-        pos, neg = pair_masks(METRIC_LABELS)
-
-        def log_one_plus(v, mask):
-            v = torch.cat([v.masked_fill(~mask, -INF), torch.zeros(len(v), 1, dtype=v.dtype)], 1)
-            return torch.logsumexp(v, 1).masked_fill(~mask.any(1), 0)
-        return (log_one_plus(alpha * (base - s), pos) / alpha + log_one_plus(beta * (s - base), neg) / beta).mean()
-    return loss
-
-
-def ntxent(t):
-    """NTXentLoss: per positive pair (i, j), -log(softmax over itself and the negatives of i
-    + small_val), mean over positive pairs; 0 without a positive or a negative pair."""
-    def loss(x):
-        e = F.normalize(x, p=2, dim=1)
-        s = e @ e.T / t
-        pos, neg = pair_masks(METRIC_LABELS)
-        a, p = pos.nonzero(as_tuple=True)
-        if len(a) == 0 or not neg.any():
-            return (x * 0).sum()
-        pos_s = s[a, p][:, None]
-        neg_s = s[a].masked_fill(~neg[a], -INF)
-        m = torch.maximum(pos_s, neg_s.max(1, keepdim=True).values).detach()
-        numerator = torch.exp(pos_s - m)[:, 0]
-        denominator = torch.exp(neg_s - m).sum(1) + numerator
-        return -torch.log(numerator / denominator + torch.finfo(x.dtype).tiny).mean()
-    return loss
-
-
-def supcon(t):
-    """SupConLoss: s / t shifted by its row max, log_prob against every j != i, per anchor the
-    mean over its positives of -log_prob (divided by P_i + small_val), then the mean of the
-    anchor losses > 0 (AvgNonZeroReducer); 0 without a positive or a negative pair."""
-    def loss(x):
-        e = F.normalize(x, p=2, dim=1)
-        s = e @ e.T / t
-        pos, neg = pair_masks(METRIC_LABELS)
-        if not pos.any() or not neg.any():
-            return (x * 0).sum()
-        s = s - s.max(1, keepdim=True).values.detach()
-        log_prob = s - torch.logsumexp(s.masked_fill(~(pos | neg), torch.finfo(x.dtype).min), 1, keepdim=True)
-        pos = pos.to(x.dtype)  # PML's float mask: an anchor without positives is 0 / small_val = 0
-        anchor = -(pos * log_prob).sum(1) / (pos.sum(1) + torch.finfo(x.dtype).tiny)
-        kept = anchor[anchor > 0]
-        return kept.mean() if len(kept) > 0 else (x * 0).sum()
-    return loss
-def arcface_formula(x, labels, W, margin_degrees=28.6, scale=64.0):
-    """ArcFaceLoss: embeddings x (B, D) and W (D, C) as PML stores it, both normalised (W by
-    columns); the target cosine becomes cos(theta + m) while theta <= pi - m, else
-    cos(theta) - m sin(m) (theta = acos(clamp(cos, -1, 1))); mean cross-entropy of scale * logits."""
-    m = np.radians(margin_degrees)
-    cosine = F.normalize(x, p=2, dim=1) @ F.normalize(W.t(), p=2, dim=1).t()
-    mask = F.one_hot(labels, W.shape[1]).to(x.dtype)
-    target = cosine[mask == 1]
-    angles = torch.acos(torch.clamp(target, -1, 1))
-    modified = torch.where(angles <= np.deg2rad(180) - m, torch.cos(angles + m), torch.cos(angles) - m * np.sin(m))
-    logits = (cosine + mask * (modified - target).unsqueeze(1)) * scale
-    return F.cross_entropy(logits, labels)
-
-
-def logsumexp_add_one(x, keep_mask):
-    """PML's lmu.logsumexp(x, keep_mask, add_one=True, dim=0)."""
-    x = x.masked_fill(~keep_mask, torch.finfo(x.dtype).min)
-    x = torch.cat([x, torch.zeros(1, x.size(1), dtype=x.dtype)], dim=0)
-    out = torch.logsumexp(x, dim=0, keepdim=True)
-    return out.masked_fill(~torch.any(keep_mask, dim=0, keepdim=True), 0)
-
-
-def proxy_anchor_formula(x, labels, proxies, margin=0.1, alpha=32.0):
-    """ProxyAnchorLoss: per class, logsumexp with add_one over its members of alpha (margin - cos)
-    and over the other rows of alpha (cos + margin); the first summed over classes and divided by
-    the classes present, the second divided by C (DivisorReducer)."""
-    cos = F.normalize(x, p=2, dim=1) @ F.normalize(proxies, p=2, dim=1).t()
-    pos_mask = F.one_hot(labels, proxies.shape[0]).bool()
-    present = int((pos_mask.sum(0) != 0).sum())
-    pos = logsumexp_add_one(alpha * (margin - cos), pos_mask)
-    neg = logsumexp_add_one(alpha * (cos + margin), ~pos_mask)
-    return (pos.sum() / present if present else 0) + neg.sum() / proxies.shape[0]
-
-
-def arcface(margin_degrees=28.6, scale=64.0):
-    return lambda x, W: arcface_formula(x, METRIC_LABELS, W, margin_degrees, scale)
-
-
-def proxy_anchor(margin=0.1, alpha=32.0):
-    return lambda x, proxies: proxy_anchor_formula(x, METRIC_LABELS, proxies, margin, alpha)
-def avg_nonzero(terms, x):
-    """AvgNonZeroReducer: the mean of the terms > 0, or 0 (with zero gradients) when none are."""
-    nonzero = terms[terms > 0]
-    return nonzero.mean() if len(nonzero) > 0 else (x * 0).sum()
-
-
-def l2_distances(x):
-    """LpDistance: torch.cdist of the L2-normalised rows (its gradient at d = 0 is 0)."""
-    e = F.normalize(x, p=2, dim=1)
-    return torch.cdist(e, e, p=2)
-
-
-def contrastive(pos_margin, neg_margin):
-    """ContrastiveLoss: relu(d - pos_margin) over positive pairs, relu(neg_margin - d) over
-    negative pairs, each averaged over its terms > 0, then added."""
-    def loss(x):
-        d = l2_distances(x)
-        pos, neg = pair_masks(METRIC_LABELS)
-        return avg_nonzero(F.relu(d[pos] - pos_margin), x) + avg_nonzero(F.relu(neg_margin - d[neg]), x)
-    return loss
-
-
 # The given triplets of the mined case (mined_triplets() in test_op_table.cpp): repeats, an
 # anchor that is its own positive, a triplet whose labels do not make a triplet.
 TRIPLET_ANCHOR = torch.tensor([0, 3, 6, 1, 4, 2, 5, 0, 7])
@@ -371,18 +254,10 @@ TRIPLET_POSITIVE = torch.tensor([3, 6, 0, 4, 1, 5, 2, 6, 7])
 TRIPLET_NEGATIVE = torch.tensor([1, 2, 7, 0, 5, 3, 1, 4, 0])
 
 
-def triplet(margin, mined=False):
-    """TripletMarginLoss: relu(d_ap - d_an + margin) averaged over the terms > 0, over every
-    triplet (p a positive and n a negative of a) or over the given ones."""
-    def loss(x):
-        d = l2_distances(x)
-        if mined:
-            a, p, n = TRIPLET_ANCHOR, TRIPLET_POSITIVE, TRIPLET_NEGATIVE
-        else:
-            pos, neg = pair_masks(METRIC_LABELS)
-            a, p, n = torch.where(pos[:, :, None] & neg[:, None, :])
-        return avg_nonzero(F.relu(d[a, p] - d[a, n] + margin), x)
-    return loss
+def metric(loss, **options):
+    """A case op: `loss` of pml_formulas on the case's inputs (embeddings, then W / proxies)
+    with METRIC_LABELS."""
+    return lambda x, *weights: loss(x, METRIC_LABELS, *weights, **options)
 
 
 NN_CASES = [
@@ -451,21 +326,22 @@ NN_CASES = [
     ("dropout", [A], dropout(0.4, 5)),
     ("dropout_rank3", [X3], dropout(0.25, 7)),
     # ---- metric losses (embeddings (8, 5), METRIC_LABELS)
-    ("multi_similarity", [((8, 5), "n")], multi_similarity(2, 50, 0.5)),
-    ("multi_similarity_soft", [((8, 5), "n")], multi_similarity(1, 10, 0.3)),
-    ("ntxent", [((8, 5), "n")], ntxent(0.07)),
-    ("ntxent_t05", [((8, 5), "n")], ntxent(0.5)),
-    ("supcon", [((8, 5), "n")], supcon(0.1)),
-    ("supcon_t05", [((8, 5), "n")], supcon(0.5)),
-    ("arcface", [((8, 5), "n"), ((5, 4), "n")], arcface()),
-    ("arcface_m40_s3", [((8, 5), "n"), ((5, 4), "n")], arcface(40, 3)),
-    ("proxy_anchor", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor()),
-    ("proxy_anchor_m02_a4", [((8, 5), "n"), ((6, 5), "n")], proxy_anchor(0.2, 4)),
-    ("contrastive", [((8, 5), "n")], contrastive(0.0, 1.0)),
-    ("contrastive_margins", [((8, 5), "n")], contrastive(0.3, 1.2)),
-    ("triplet", [((8, 5), "n")], triplet(0.05)),
-    ("triplet_m03", [((8, 5), "n")], triplet(0.3)),
-    ("triplet_mined", [((8, 5), "n")], triplet(0.2, mined=True)),
+    ("multi_similarity", [((8, 5), "n")], metric(pml.multi_similarity, alpha=2, beta=50, base=0.5)),
+    ("multi_similarity_soft", [((8, 5), "n")], metric(pml.multi_similarity, alpha=1, beta=10, base=0.3)),
+    ("ntxent", [((8, 5), "n")], metric(pml.ntxent, temperature=0.07)),
+    ("ntxent_t05", [((8, 5), "n")], metric(pml.ntxent, temperature=0.5)),
+    ("supcon", [((8, 5), "n")], metric(pml.supcon, temperature=0.1)),
+    ("supcon_t05", [((8, 5), "n")], metric(pml.supcon, temperature=0.5)),
+    ("arcface", [((8, 5), "n"), ((5, 4), "n")], metric(pml.arcface)),
+    ("arcface_m40_s3", [((8, 5), "n"), ((5, 4), "n")], metric(pml.arcface, margin_degrees=40, scale=3)),
+    ("proxy_anchor", [((8, 5), "n"), ((6, 5), "n")], metric(pml.proxy_anchor)),
+    ("proxy_anchor_m02_a4", [((8, 5), "n"), ((6, 5), "n")], metric(pml.proxy_anchor, margin=0.2, alpha=4)),
+    ("contrastive", [((8, 5), "n")], metric(pml.contrastive, pos_margin=0.0, neg_margin=1.0)),
+    ("contrastive_margins", [((8, 5), "n")], metric(pml.contrastive, pos_margin=0.3, neg_margin=1.2)),
+    ("triplet", [((8, 5), "n")], metric(pml.triplet, margin=0.05)),
+    ("triplet_m03", [((8, 5), "n")], metric(pml.triplet, margin=0.3)),
+    ("triplet_mined", [((8, 5), "n")],
+     metric(pml.triplet, margin=0.2, triplets=(TRIPLET_ANCHOR, TRIPLET_POSITIVE, TRIPLET_NEGATIVE))),
 ]
 
 

@@ -7,7 +7,7 @@ Run with Debian's python3-torch (1.13); there is no PML package, so the modules 
 their parameters exactly as PML's do (same names, shapes and default init):
     ArcFaceLoss.W         (embedding_size, num_classes), torch.nn.init.normal_
     ProxyAnchorLoss.proxies (num_classes, embedding_size), kaiming_normal_(mode="fan_out")
-and their losses are PML's formulas written plainly in PyTorch (make_fixtures.py's). Each module is trained for a
+and their losses are PML's formulas written plainly in PyTorch (apps/bench/pml_formulas.py). Each module is trained for a
 few SGD steps (so the weights are not just their init), then saved:
     /usr/bin/python3 tests/data/make_pml_class_losses_fixture.py
 The output is deterministic. For each loss NAME (arcface, proxy_anchor) the file holds:
@@ -21,13 +21,16 @@ import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-# PML's formulas in plain PyTorch, shared with the op table's fixtures.
-from make_fixtures import arcface_formula, proxy_anchor_formula
+# PML's formulas in plain PyTorch, shared with the op table's fixtures and the benchmark peer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "apps", "bench"))
+from pml_formulas import arcface as arcface_formula  # noqa: E402
+from pml_formulas import proxy_anchor as proxy_anchor_formula  # noqa: E402
 
 NUM_CLASSES, EMBEDDING_SIZE, BATCH = 5, 6, 12
 
