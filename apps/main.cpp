@@ -66,10 +66,10 @@ void add_demo_command(CLI::App& app, CommandLine& cl) {
   cl.demo->add_option("--seed", cl.demo_options.seed, "random seed");
 }
 
-void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {
+// The options every train command shares (apps/train/training_options.h).
+void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& dry_run) {
   cmd.add_option("--data", c.data, "folder with the four IDX files (default: data/mnist or data/fashion-mnist)");
   cmd.add_option("--dataset", c.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
-  cmd.add_option("--model", c.model, "mnist_cnn, lenet5 or mlp")->check(CLI::IsMember({"mnist_cnn", "lenet5", "mlp"}));
   cmd.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::Range(1, 100000));
   cmd.add_option("--batch-size", c.batch_size, "images per step")->check(CLI::Range(int64_t(1), int64_t(60000)));
   cmd.add_option("--lr", c.lr, "learning rate")->check(CLI::PositiveNumber);
@@ -84,10 +84,15 @@ void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bo
   cmd.add_option("--save", c.save, "write a training checkpoint (safetensors) after every epoch");
   cmd.add_option("--resume", c.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   cmd.add_option("--log", c.log, "write one CSV row per epoch");
-  cmd.add_option("--plot", c.plot, "write the loss and accuracy curves as SVG");
+  cmd.add_option("--plot", c.plot, "write the loss and test-score curves as SVG");
   cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
                                                "continue with --resume)")->check(CLI::Range(1, 100000));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
+}
+
+void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {
+  add_training_options(cmd, c, dry_run);
+  cmd.add_option("--model", c.model, "mnist_cnn, lenet5 or mlp")->check(CLI::IsMember({"mnist_cnn", "lenet5", "mlp"}));
 }
 
 void add_train_commands(CLI::App& app, CommandLine& cl) {
@@ -147,11 +152,15 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 
 // The defaults that depend on other flags: the Fashion-MNIST folder, --dry-run's batch limit, and
 // the checkpoint's epoch count when --resume is given without --epochs.
+void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::TrainingOptions& c) {
+  if (cmd.count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
+  if (dry_run) c.max_batches = 20;
+  if (!c.resume.empty() && cmd.count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+}
+
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
   ember::apps::TrainMnistConfig c = cl.train_mnist_config;
-  if (cl.train_mnist->count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
-  if (cl.dry_run) c.max_batches = 20;
-  if (!c.resume.empty() && cl.train_mnist->count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+  apply_dependent_defaults(*cl.train_mnist, cl.dry_run, c);
   return c;
 }
 
