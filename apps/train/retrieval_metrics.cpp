@@ -69,36 +69,60 @@ std::vector<int64_t> relevant_counts(const std::vector<int64_t>& labels) {
   return r;
 }
 
-// similarities[q][t] = <query q, reference t0 + t> for t < len (all normalised).
-void similarity_tile(const NormalisedEmbeddings& e, const float* query, int64_t t0, int64_t len, float* out) {
-  std::fill(out, out + len, 0.0f);
+// Queries handled together by similarity_tile: each reference value loaded feeds four rows.
+constexpr int64_t query_group = 4;
+
+// out[g * len + t] = <query g, reference t0 + t> for g < query_group, t < len (all normalised).
+// Every similarity is the same sum in the same order whatever the group, tile or thread, so
+// equal inputs give bitwise equal results (Note [Ties]).
+void similarity_tile(const NormalisedEmbeddings& e, const float* const (&query)[query_group], int64_t t0, int64_t len,
+                     float* out) {
+  std::fill(out, out + query_group * len, 0.0f);
+  float* out0 = out;
+  float* out1 = out + len;
+  float* out2 = out + 2 * len;
+  float* out3 = out + 3 * len;
   for (int64_t k = 0; k < e.d; ++k) {
-    const float qk = query[k];
+    const float a = query[0][k], b = query[1][k], c = query[2][k], d = query[3][k];
     const float* ref = e.transposed.data() + k * e.n + t0;
-    for (int64_t t = 0; t < len; ++t) out[t] += qk * ref[t];
+    for (int64_t t = 0; t < len; ++t) {
+      const float r = ref[t];
+      out0[t] += a * r;
+      out1[t] += b * r;
+      out2[t] += c * r;
+      out3[t] += d * r;
+    }
   }
 }
 
-// A query's best candidates so far. Once `pruned`, kept[keep - 1] is the worst of them (where
-// nth_element put it) and later candidates must rank before it to enter.
+// A query's best candidates so far. Once `pruned`, `worst` is the keep-th best candidate seen
+// up to the last pruning: anything that does not rank before it can never be in the top keep.
 struct Candidates {
   std::vector<Neighbour> kept;
   bool pruned = false;
+  Neighbour worst{};
 };
 
-// Merges a tile's similarities into a query's best `keep` candidates (Note [Tiles]).
+void prune(Candidates& best, size_t keep);
+
+// Merges a tile's similarities into a query's candidates (Note [Tiles]). The list may grow to
+// twice `keep` before nth_element cuts it back, so the partial sorts cost O(1) per candidate.
 void merge_tile(Candidates& best, size_t keep, const float* sims, int64_t t0, int64_t len, int64_t self) {
   for (int64_t t = 0; t < len; ++t) {
     const Neighbour cand{sims[t], t0 + t};
-    if (cand.index == self) continue;
-    if (best.pruned && !ranks_before(cand, best.kept[keep - 1])) continue;
+    if (cand.index == self || (best.pruned && !ranks_before(cand, best.worst))) continue;
     best.kept.push_back(cand);
   }
-  if (best.kept.size() > keep) {
-    std::nth_element(best.kept.begin(), best.kept.begin() + std::ptrdiff_t(keep - 1), best.kept.end(), ranks_before);
-    best.kept.resize(keep);
-    best.pruned = true;
-  }
+  if (best.kept.size() >= 2 * keep + 64) prune(best, keep);
+}
+
+// Cuts the candidates to the best `keep` (unordered) and records the worst of them.
+void prune(Candidates& best, size_t keep) {
+  if (best.kept.size() <= keep) return;
+  std::nth_element(best.kept.begin(), best.kept.begin() + std::ptrdiff_t(keep - 1), best.kept.end(), ranks_before);
+  best.kept.resize(keep);
+  best.worst = best.kept[keep - 1];  // where nth_element put the keep-th best
+  best.pruned = true;
 }
 
 QueryScores score_ranking(const std::vector<Neighbour>& ranked, const std::vector<int64_t>& labels, int64_t query,
@@ -130,25 +154,35 @@ std::vector<QueryScores> retrieval_scores(const Tensor& embeddings, const Tensor
   const std::vector<int64_t> r = relevant_counts(label);
   std::vector<QueryScores> scores(size_t(e.n));
   const int64_t blocks = (e.n + options.query_block - 1) / options.query_block;
+  const std::vector<float> no_query(size_t(e.d), 0.0f);  // pads a last group of fewer than four
   parallel_for(0, blocks, 1, [&](int64_t block_begin, int64_t block_end) {
-    std::vector<float> sims(size_t(options.reference_tile));
+    std::vector<float> sims(size_t(query_group * options.reference_tile));
     std::vector<Candidates> best(size_t(options.query_block));
+    std::vector<int64_t> ranked_queries;  // the block's queries with R >= 1
     for (int64_t block = block_begin; block < block_end; ++block) {
       const int64_t q0 = block * options.query_block, q1 = std::min(e.n, q0 + options.query_block);
-      for (Candidates& b : best) b = {};
+      ranked_queries.clear();
+      for (int64_t q = q0; q < q1; ++q) {
+        best[size_t(q - q0)] = {};
+        if (r[size_t(q)] > 0) ranked_queries.push_back(q);
+        else scores[size_t(q)].lone = true;  // nothing to rank
+      }
       for (int64_t t0 = 0; t0 < e.n; t0 += options.reference_tile) {
         const int64_t len = std::min(options.reference_tile, e.n - t0);
-        for (int64_t q = q0; q < q1; ++q) {
-          if (r[size_t(q)] == 0) continue;  // lone: no ranking needed
-          similarity_tile(e, e.rows.data() + q * e.d, t0, len, sims.data());
-          merge_tile(best[size_t(q - q0)], size_t(r[size_t(q)]), sims.data(), t0, len, q);
+        for (size_t g = 0; g < ranked_queries.size(); g += query_group) {
+          const size_t count = std::min<size_t>(query_group, ranked_queries.size() - g);
+          const float* group[query_group];
+          for (size_t i = 0; i < size_t(query_group); ++i)
+            group[i] = i < count ? e.rows.data() + ranked_queries[g + i] * e.d : no_query.data();
+          similarity_tile(e, group, t0, len, sims.data());
+          for (size_t i = 0; i < count; ++i) {
+            const int64_t q = ranked_queries[g + i];
+            merge_tile(best[size_t(q - q0)], size_t(r[size_t(q)]), sims.data() + int64_t(i) * len, t0, len, q);
+          }
         }
       }
-      for (int64_t q = q0; q < q1; ++q) {
-        if (r[size_t(q)] == 0) {
-          scores[size_t(q)].lone = true;
-          continue;
-        }
+      for (int64_t q : ranked_queries) {
+        prune(best[size_t(q - q0)], size_t(r[size_t(q)]));
         std::vector<Neighbour>& ranked = best[size_t(q - q0)].kept;
         std::sort(ranked.begin(), ranked.end(), ranks_before);
         scores[size_t(q)] = score_ranking(ranked, label, q, r[size_t(q)]);

@@ -20,8 +20,9 @@
 //
 // Note [Tiles]: the N x N similarities are never held. Queries are processed in blocks (in
 // parallel on the thread pool, core/parallel.h); each block walks the references in tiles,
-// and for each query keeps only its best max(R, 1) candidates, merged per tile with a partial
-// sort (nth_element). Memory: a block x tile buffer plus block x (R + tile) candidates.
+// and for each query keeps its best R candidates: those of a tile that beat the R-th best seen
+// so far join a list that a partial sort (nth_element) cuts back to R whenever it doubles.
+// Memory: a 4 x tile buffer plus block x (2R + tile) candidates.
 #pragma once
 
 #include <cstdint>

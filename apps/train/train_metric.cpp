@@ -4,11 +4,13 @@
 #include "apps/train/train_metric.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <ostream>
 
 #include "apps/bench/timing.h"
+#include "apps/train/progress.h"
 #include "apps/train/run_log.h"
 #include "apps/train/training_loop.h"
 #include "datasets/class_balanced_sampler.h"
@@ -139,10 +141,11 @@ EpochRecord epoch_record(int64_t epoch, const EpochStats& stats, const Retrieval
           .seconds = stats.seconds, .lr = lr};
 }
 
-void print_epoch(const EpochRecord& rec, const EpochStats& stats, int epochs, std::ostream& out) {
+void print_epoch(const EpochRecord& rec, const EpochStats& stats, double eval_seconds, int epochs, std::ostream& out) {
   out << "epoch " << rec.epoch << "/" << epochs << "  train loss " << bench::fixed(rec.train_loss, 4) << "  P@1 "
       << bench::fixed(rec.scores[0].second, 4) << "  R-Prec " << bench::fixed(rec.scores[1].second, 4) << "  MAP@R "
-      << bench::fixed(rec.scores[2].second, 4) << "  " << epoch_time(stats) << std::endl;
+      << bench::fixed(rec.scores[2].second, 4) << "  " << epoch_time(stats) << ", test " << format_duration(eval_seconds)
+      << std::endl;
 }
 
 TrainingCheckpoint make_checkpoint(const MetricRun& run, int64_t epochs_done) {
@@ -178,10 +181,12 @@ TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
                                          [&](const Batch& batch) { return train_step(run, batch); });
+    const auto eval_start = std::chrono::steady_clock::now();
     result.metrics = evaluate(*run.model, *run.test_data, run.state.device);
+    const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     const EpochRecord rec = epoch_record(epoch, stats, result.metrics, run.state.optimizer->lr());
     log.add(rec);
-    print_epoch(rec, stats, c.epochs, out);
+    print_epoch(rec, stats, eval_seconds, c.epochs, out);
     result.train_loss = rec.train_loss;
     result.seconds += rec.seconds;
     write_epoch_outputs(run, epoch + 1, log);

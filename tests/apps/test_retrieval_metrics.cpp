@@ -151,3 +151,4 @@ TEST_CASE("retrieval metrics: bad inputs are errors that say what was expected")
   CHECK_THROWS_WITH(retrieval_metrics(zeros({4, 2}), labels({0, 0, 1})), Catch::Contains("4 embeddings but 3 labels"));
   CHECK_THROWS_WITH(retrieval_metrics(zeros({2, 2}), zeros({2})), Catch::Contains("labels must be (N) i64"));
 }
+
