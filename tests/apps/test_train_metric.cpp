@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "apps/train/train_metric.h"
+#include "cuda/runtime.h"
 #include "ember.h"
+#include "support/test_support.h"
 #include "toy_proxy_loss.h"
 #include "train_fixtures.h"
 
@@ -149,4 +151,21 @@ TEST_CASE("train metric: bad configurations are errors that name the flag and th
   c.optimizer = "rmsprop";
   CHECK_THROWS_WITH(run(c), Catch::Contains("train metric: unknown optimizer 'rmsprop'"));
   CHECK(TrainMetricConfig{}.flag_problem().empty());  // the defaults are consistent
+}
+
+TEST_CASE("train metric: on cuda the run follows the CPU run") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  test::TempDir dir("train_metric_cuda");
+  test::write_synthetic_mnist(dir, 20, 20);  // tiny: on the simulator every kernel launch costs milliseconds
+  TrainMetricConfig c = small_config(dir);
+  c.epochs = 1;
+  c.batch_size = 10;  // 5 classes x 2, one step
+  c.per_class = 2;
+  c.max_batches = 1;
+  const auto on_cpu = run(c);
+  c.device = "cuda";
+  const auto on_cuda = run(c);
+  CHECK(on_cuda.train_loss == Approx(on_cpu.train_loss).epsilon(1e-4));
+  CHECK(on_cuda.metrics.precision_at_1 == on_cpu.metrics.precision_at_1);
+  CHECK(on_cuda.metrics.map_at_r == Approx(on_cpu.metrics.map_at_r).epsilon(1e-4));
 }
