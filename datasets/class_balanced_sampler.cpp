@@ -2,6 +2,7 @@
 #include "datasets/class_balanced_sampler.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "core/error.h"

@@ -15,7 +15,6 @@
 // the seed and a resumed loader continues bitwise (datasets/sampler.h).
 #pragma once
 
-#include <map>
 #include <vector>
 
 #include "core/tensor.h"

@@ -5,7 +5,7 @@
 //
 //   std::unique_ptr<MetricLoss> loss = make_metric_loss("ntxent", {.num_classes = 10, .embedding_size = 128});
 //   Tensor l = (*loss)(model(x), labels);                 // (B, D), (B) i64 -> scalar
-//   params.insert(params.end(), loss->parameters());      // empty for function losses
+//   for (const Tensor& p : loss->parameters()) params.push_back(p);   // none for function losses
 //
 // Adding a loss is adding its row to the table in metric_losses.cpp (see the Note there):
 //   {"supcon", "supervised contrastive", [](const MetricLossContext&) {
