@@ -1,4 +1,4 @@
-// The ember command-line app: `ember demo`, `ember train mnist`, `ember bench ...`.
+// The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`.
 // Usage errors (unknown flag, bad value) print one line and exit with status 2; failures while
 // running print "ember: error: ..." and exit with status 1.
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@
 #include "apps/bench/bench_ops.h"
 #include "apps/demo.h"
 #include "apps/train/progress.h"
+#include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -34,6 +35,9 @@ struct CommandLine {
   CLI::App* train_mnist = nullptr;
   ember::apps::TrainMnistConfig train_mnist_config;
   bool dry_run = false;
+
+  CLI::App* train_metric = nullptr;
+  ember::apps::TrainMetricConfig train_metric_config;
 
   CLI::App* bench_ops = nullptr;
   CLI::App* bench_allocator = nullptr;
@@ -72,10 +76,10 @@ void add_demo_command(CLI::App& app, CommandLine& cl) {
   cl.demo->add_option("--seed", cl.demo_options.seed, "random seed");
 }
 
-void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {
+// The options every train command shares (apps/train/training_options.h).
+void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& dry_run) {
   cmd.add_option("--data", c.data, "folder with the four IDX files (default: data/mnist or data/fashion-mnist)");
   cmd.add_option("--dataset", c.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
-  cmd.add_option("--model", c.model, "mnist_cnn, lenet5 or mlp")->check(CLI::IsMember({"mnist_cnn", "lenet5", "mlp"}));
   cmd.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::Range(1, 100000));
   cmd.add_option("--batch-size", c.batch_size, "images per step")->check(CLI::Range(int64_t(1), int64_t(60000)));
   cmd.add_option("--lr", c.lr, "learning rate")->check(CLI::PositiveNumber);
@@ -90,10 +94,36 @@ void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bo
   cmd.add_option("--save", c.save, "write a training checkpoint (safetensors) after every epoch");
   cmd.add_option("--resume", c.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
   cmd.add_option("--log", c.log, "write one CSV row per epoch");
-  cmd.add_option("--plot", c.plot, "write the loss and accuracy curves as SVG");
+  cmd.add_option("--plot", c.plot, "write the loss and test-score curves as SVG");
   cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
                                                "continue with --resume)")->check(CLI::Range(1, 100000));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
+}
+
+void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {
+  add_training_options(cmd, c, dry_run);
+  cmd.add_option("--model", c.model, "mnist_cnn, lenet5 or mlp")->check(CLI::IsMember({"mnist_cnn", "lenet5", "mlp"}));
+}
+
+// --loss accepts the rows of the loss table; anything else is a usage error that lists them.
+CLI::Validator metric_loss_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        for (const std::string& known : ember::apps::metric_loss_names())
+          if (name == known) return "";
+        return "'" + name + "' is not a loss of this build (it has: " + ember::apps::metric_loss_list() + ")";
+      },
+      "LOSS");
+}
+
+void add_train_metric_options(CLI::App& cmd, ember::apps::TrainMetricConfig& c, bool& dry_run) {
+  add_training_options(cmd, c, dry_run);
+  std::string losses;
+  for (const auto& row : ember::apps::metric_loss_table()) losses += "\n  " + row.name + ": " + row.description;
+  cmd.add_option("--loss", c.loss, "metric-learning loss (default ntxent):" + losses)->check(metric_loss_validator());
+  cmd.add_option("--dim", c.dim, "embedding size")->check(CLI::Range(int64_t(1), int64_t(65536)));
+  cmd.add_option("--per-class", c.per_class, "images of each class in a batch (--batch-size must be a multiple)")
+      ->check(CLI::Range(int64_t(1), int64_t(60000)));
 }
 
 void add_train_commands(CLI::App& app, CommandLine& cl) {
@@ -102,6 +132,10 @@ void add_train_commands(CLI::App& app, CommandLine& cl) {
   cl.train_mnist = train->add_subcommand("mnist", "Train an MNIST / Fashion-MNIST classifier (default: mnist_cnn, "
                                                   "5 epochs, SGD lr 0.05 momentum 0.9, cosine schedule, batch 64)");
   add_train_mnist_options(*cl.train_mnist, cl.train_mnist_config, cl.dry_run);
+  cl.train_metric = train->add_subcommand(
+      "metric", "Train an MNIST / Fashion-MNIST embedding with a metric-learning loss and score retrieval "
+                "(default: ntxent, dim 128, batch 128 = 8 classes x 16, 4 epochs, Adam lr 1e-3, cosine schedule)");
+  add_train_metric_options(*cl.train_metric, cl.train_metric_config, cl.dry_run);
 }
 
 void add_bench_kernels_options(CLI::App& cmd, CommandLine& cl) {
@@ -172,12 +206,33 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 
 // The defaults that depend on other flags: the Fashion-MNIST folder, --dry-run's batch limit, and
 // the checkpoint's epoch count when --resume is given without --epochs.
+void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::TrainingOptions& c) {
+  if (cmd.count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
+  if (dry_run) c.max_batches = 20;
+  if (!c.resume.empty() && cmd.count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+}
+
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
   ember::apps::TrainMnistConfig c = cl.train_mnist_config;
-  if (cl.train_mnist->count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
-  if (cl.dry_run) c.max_batches = 20;
-  if (!c.resume.empty() && cl.train_mnist->count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+  apply_dependent_defaults(*cl.train_mnist, cl.dry_run, c);
   return c;
+}
+
+ember::apps::TrainMetricConfig train_metric_config(const CommandLine& cl) {
+  ember::apps::TrainMetricConfig c = cl.train_metric_config;
+  apply_dependent_defaults(*cl.train_metric, cl.dry_run, c);
+  return c;
+}
+
+// Flag combinations the parser cannot check one flag at a time (train metric's batch layout):
+// one line and exit status 2, like any usage error. A resumed run takes them from the
+// checkpoint, so they are checked only for a fresh one.
+std::optional<int> check_flag_combinations(const CommandLine& cl) {
+  if (!*cl.train_metric || !cl.train_metric_config.resume.empty()) return std::nullopt;
+  const std::string problem = cl.train_metric_config.flag_problem();
+  if (problem.empty()) return std::nullopt;
+  std::cerr << "ember: " << problem << " (see: ember train metric --help)\n";
+  return 2;
 }
 
 // Runs the subcommand the command line named; returns the exit status.
@@ -187,6 +242,9 @@ int run_command(const CommandLine& cl) {
     ember::apps::run_demo(cl.demo_options, std::cout);
   } else if (*cl.train_mnist) {
     ember::apps::train_mnist(train_mnist_config(cl), std::cout, std::cerr, ember::apps::Progress::stderr_is_terminal());
+  } else if (*cl.train_metric) {
+    ember::apps::train_metric(train_metric_config(cl), std::cout, std::cerr,
+                              ember::apps::Progress::stderr_is_terminal());
   } else if (*cl.bench_ops) {
     ember::bench::bench_ops(std::cout);
   } else if (*cl.bench_kernels) {
@@ -230,5 +288,6 @@ int main(int argc, char** argv) {
   add_train_commands(app, cl);
   add_bench_commands(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
+  if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);
 }

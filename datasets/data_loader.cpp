@@ -32,13 +32,20 @@ DataLoader::DataLoader(std::shared_ptr<const TensorDataset> data, DataLoaderOpti
 DataLoader::~DataLoader() { stop_worker(); }
 
 int64_t DataLoader::size() const {
-  const int64_t n = data_->size(), b = options_.batch_size;
+  const int64_t n = options_.sampler ? options_.sampler->length() : data_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 void DataLoader::draw_order() {
   epoch_offset_ = gen_.offset();
-  if (options_.shuffle) {
+  if (options_.sampler) {
+    order_ = options_.sampler->draw_order(gen_);
+    EMBER_CHECK(int64_t(order_.size()) == options_.sampler->length(), "DataLoader: the sampler drew ",
+                order_.size(), " indices, but its length() is ", options_.sampler->length());
+    for (int64_t i : order_)
+      EMBER_CHECK(i >= 0 && i < data_->size(), "DataLoader: the sampler drew sample ", i, ", outside the ",
+                  data_->size(), " samples of the dataset");
+  } else if (options_.shuffle) {
     order_ = random_permutation(data_->size(), gen_);
   } else {
     order_.resize(size_t(data_->size()));
@@ -61,7 +68,7 @@ DataLoader::Iterator DataLoader::begin() {
 
 Batch DataLoader::assemble(int64_t batch_index) const {
   const int64_t start = batch_index * options_.batch_size;
-  const int64_t count = std::min(options_.batch_size, data_->size() - start);
+  const int64_t count = std::min(options_.batch_size, int64_t(order_.size()) - start);
   auto gather = [&](const Tensor& rows) {
     Shape shape = rows.shape();
     shape[0] = count;

@@ -13,6 +13,9 @@
 // set_state() redraws the same permutation and continues with the next batch, so a resumed
 // run sees exactly the batches an uninterrupted one would.
 //
+// With `sampler` set, the sampler draws each epoch's order (of sampler->length() samples) from
+// the same generator instead of the shuffle, and resumes the same way (datasets/sampler.h).
+//
 // Note [Prefetch]: with prefetch > 0 a worker thread gathers the next batches of the epoch
 // (a memcpy per sample row into a fresh contiguous tensor, then `transform`) into a queue of
 // at most `prefetch` batches while the caller trains. The worker lives for one epoch; it is
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "datasets/sampler.h"
 #include "datasets/tensor_dataset.h"
 
 namespace ember {
@@ -49,6 +53,8 @@ struct DataLoaderOptions {
   int prefetch = 2;        // batches assembled ahead; 0: on the caller's thread
   // Applied to every batch after it is gathered (on the worker thread when prefetching).
   std::function<void(Batch&)> transform;
+  // Draws each epoch's order instead of `shuffle` (e.g. ClassBalancedSampler); null: all samples.
+  std::shared_ptr<const Sampler> sampler;
 };
 
 struct DataLoaderState {

@@ -17,7 +17,10 @@ std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, Generator* ge
   return net;
 }
 
-std::shared_ptr<Sequential> mnist_cnn(Generator* gen) {
+namespace {
+
+// mnist_cnn up to its hidden layer: (N, 1, 28, 28) -> (N, 128) after ReLU.
+std::shared_ptr<Sequential> mnist_cnn_trunk(Generator* gen) {
   auto net = std::make_shared<Sequential>();
   net->push_back(std::make_shared<Conv2d>(Conv2dOptions{.in = 1, .out = 16, .kernel = 3, .padding = 1}, gen));
   net->push_back(std::make_shared<ReLU>());
@@ -28,7 +31,21 @@ std::shared_ptr<Sequential> mnist_cnn(Generator* gen) {
   net->push_back(std::make_shared<Flatten>());
   net->push_back(std::make_shared<Linear>(32 * 7 * 7, 128, true, gen));
   net->push_back(std::make_shared<ReLU>());
+  return net;
+}
+
+}  // namespace
+
+std::shared_ptr<Sequential> mnist_cnn(Generator* gen) {
+  auto net = mnist_cnn_trunk(gen);
   net->push_back(std::make_shared<Linear>(128, 10, true, gen));
+  return net;
+}
+
+std::shared_ptr<Sequential> mnist_embedding_net(int64_t dim, Generator* gen) {
+  EMBER_CHECK(dim >= 1, "mnist_embedding_net: the embedding size must be at least 1, got ", dim);
+  auto net = mnist_cnn_trunk(gen);
+  net->push_back(std::make_shared<Linear>(128, dim, true, gen));
   return net;
 }
 

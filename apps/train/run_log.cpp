@@ -1,8 +1,10 @@
+// RunLog (run_log.h): the per-epoch CSV and an SVG of the curves, written by hand.
 #include "apps/train/run_log.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -28,6 +30,12 @@ std::string escape_xml(const std::string& s) {
     }
   }
   return out;
+}
+
+// A CSV column name as a label: "test_accuracy" -> "test accuracy".
+std::string display_name(std::string name) {
+  std::replace(name.begin(), name.end(), '_', ' ');
+  return name;
 }
 
 // One panel: a polyline per series over epochs, with axes, ticks and a legend.
@@ -80,30 +88,50 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
 
 void RunLog::write_csv(const std::string& path) const {
   std::ostringstream os;
-  os << "epoch,train_loss,test_loss,test_accuracy,seconds,lr\n";
+  const bool with_test_loss = !records_.empty() && records_[0].test_loss.has_value();
+  os << "epoch,train_loss" << (with_test_loss ? ",test_loss" : "");
+  if (!records_.empty())
+    for (const auto& [name, value] : records_[0].scores) os << "," << name;
+  os << ",seconds,lr\n";
   for (const auto& r : records_) {
-    char line[256];
-    std::snprintf(line, sizeof line, "%d,%.6f,%.6f,%.6f,%.3f,%.6g\n", r.epoch, r.train_loss, r.test_loss,
-                  r.test_accuracy, r.seconds, r.lr);
-    os << line;
+    char field[64];
+    std::snprintf(field, sizeof field, "%d,%.6f", r.epoch, r.train_loss);
+    os << field;
+    if (with_test_loss) {
+      std::snprintf(field, sizeof field, ",%.6f", r.test_loss.value_or(NAN));
+      os << field;
+    }
+    for (const auto& [name, value] : r.scores) {
+      std::snprintf(field, sizeof field, ",%.6f", value);
+      os << field;
+    }
+    std::snprintf(field, sizeof field, ",%.3f,%.6g\n", r.seconds, r.lr);
+    os << field;
   }
   write_text(path, os.str());
 }
 
 std::string RunLog::svg(const std::string& title) const {
+  static const char* const colours[] = {"#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
   std::ostringstream os;
   const int epochs = int(records_.size());
-  Series train{"train loss", "#d62728", {}}, test{"test loss", "#1f77b4", {}}, acc{"test accuracy", "#2ca02c", {}};
+  Series train{"train loss", "#d62728", {}}, test{"test loss", "#1f77b4", {}};
+  std::vector<Series> scores;
+  if (!records_.empty())
+    for (const auto& [name, value] : records_[0].scores)
+      scores.push_back({display_name(name), colours[scores.size() % std::size(colours)], {}});
   for (const auto& r : records_) {
     train.values.push_back(r.train_loss);
-    test.values.push_back(r.test_loss);
-    acc.values.push_back(r.test_accuracy);
+    if (r.test_loss) test.values.push_back(*r.test_loss);
+    for (size_t i = 0; i < scores.size() && i < r.scores.size(); ++i) scores[i].values.push_back(r.scores[i].second);
   }
+  std::vector<Series> losses{train};
+  if (!test.values.empty()) losses.push_back(test);
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='380' font-family='sans-serif'>\n"
      << "<rect width='100%' height='100%' fill='white'/>\n"
      << "<text x='450' y='22' text-anchor='middle' font-size='16'>" << escape_xml(title) << "</text>\n";
-  panel(os, 70, 60, 340, 260, "loss", {train, test}, epochs, false);
-  panel(os, 520, 60, 340, 260, "test accuracy", {acc}, epochs, true);
+  panel(os, 70, 60, 340, 260, "loss", losses, epochs, false);
+  panel(os, 520, 60, 340, 260, scores.size() == 1 ? scores[0].name : "test scores", scores, epochs, true);
   os << "</svg>\n";
   return os.str();
 }

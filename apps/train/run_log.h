@@ -1,13 +1,16 @@
 // What a training run records per epoch, and the files it writes from that: a CSV with one row
-// per epoch and an SVG with the loss and accuracy curves (drawn by ember, no dependency).
+// per epoch and an SVG with the loss curves and the test scores (drawn by ember, no dependency).
 //
 //   RunLog log;
-//   log.add({.epoch = 1, .train_loss = 0.21, .test_loss = 0.07, .test_accuracy = 0.978, .seconds = 41});
+//   log.add({.epoch = 1, .train_loss = 0.21, .test_loss = 0.07, .scores = {{"test_accuracy", 0.978}}, .seconds = 41});
+//   log.add({.epoch = 1, .train_loss = 0.9, .scores = {{"precision_at_1", 0.98}, {"map_at_r", 0.91}}});  // no test loss
 //   log.write_csv("run.csv");
 //   log.write_svg("curves.svg", "mnist_cnn on MNIST");
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember::apps {
@@ -15,8 +18,10 @@ namespace ember::apps {
 struct EpochRecord {
   int epoch = 0;
   double train_loss = 0;
-  double test_loss = 0;
-  double test_accuracy = 0;  // in [0, 1]
+  std::optional<double> test_loss;  // a run without one (metric learning) leaves it out
+  // Test scores in [0, 1], by CSV column name ("test_accuracy"); every record of a log has the
+  // same names in the same order.
+  std::vector<std::pair<std::string, double>> scores;
   double seconds = 0;
   double lr = 0;
 };
@@ -26,6 +31,7 @@ class RunLog {
   void add(const EpochRecord& r) { records_.push_back(r); }
   const std::vector<EpochRecord>& records() const { return records_; }
   void clear() { records_.clear(); }
+  // Columns: epoch, train_loss, test_loss (when the records have one), the scores, seconds, lr.
   // Both write atomically (a temporary file renamed into place); failures throw ember::Error.
   void write_csv(const std::string& path) const;
   void write_svg(const std::string& path, const std::string& title) const;

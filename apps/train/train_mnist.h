@@ -11,29 +11,14 @@
 #include <iosfwd>
 #include <string>
 
+#include "apps/train/training_options.h"
 #include "core/json.h"
 
 namespace ember::apps {
 
-struct TrainMnistConfig {
-  std::string data = "data/mnist";
-  std::string dataset = "mnist";   // mnist | fashion-mnist (the same IDX layout)
+// The shared options (data, recipe, run control, outputs: training_options.h) and the model.
+struct TrainMnistConfig : TrainingOptions {
   std::string model = "mnist_cnn"; // mnist_cnn | lenet5 | mlp
-  int epochs = 5;                  // with --resume: 0 keeps the checkpoint's value
-  int64_t batch_size = 64;
-  double lr = 0.05;
-  double momentum = 0.9;
-  std::string optimizer = "sgd";   // sgd | adam | adamw
-  double weight_decay = 0.0;
-  std::string schedule = "cosine"; // cosine (per step, to 0 at the last step) | none
-  uint64_t seed = 0;
-  std::string device = "cpu";
-  std::string save;                // checkpoint written after every epoch
-  std::string resume;              // checkpoint to continue from
-  std::string log;                 // CSV, one row per epoch
-  std::string plot;                // SVG of the curves
-  int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
-  int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
 
   Json to_json() const;
   // Reads the fields a checkpoint stored (unknown keys are an error naming them).

@@ -9,29 +9,12 @@
 #include "datasets/idx_fixtures.h"
 #include "ember.h"
 #include "support/test_support.h"
+#include "train_fixtures.h"
 
 using namespace ember;
 using ember::apps::TrainMnistConfig;
 
 namespace {
-
-// Class k: a bright horizontal bar at row 2k + 4, plus a little noise.
-void write_synthetic_mnist(const test::TempDir& dir, uint32_t n_train, uint32_t n_test) {
-  auto split = [&](const std::string& prefix, uint32_t n, uint32_t seed) {
-    std::vector<uint8_t> images(size_t(n) * 784), labels(n);
-    uint32_t state = seed;
-    auto noise = [&] { state = state * 1664525u + 1013904223u; return uint8_t((state >> 24) % 40); };
-    for (uint32_t i = 0; i < n; ++i) {
-      labels[i] = uint8_t(i % 10);
-      for (uint32_t p = 0; p < 784; ++p) images[size_t(i) * 784 + p] = noise();
-      for (uint32_t col = 4; col < 24; ++col) images[size_t(i) * 784 + (2 * labels[i] + 4) * 28 + col] = 250;
-    }
-    test::write_bytes(dir.file(prefix + "-images-idx3-ubyte"), test::idx_bytes({n, 28, 28}, images));
-    test::write_bytes(dir.file(prefix + "-labels-idx1-ubyte"), test::idx_bytes({n}, labels));
-  };
-  split("train", n_train, 1);
-  split("t10k", n_test, 2);
-}
 
 TrainMnistConfig small_config(const test::TempDir& dir) {
   TrainMnistConfig c;
@@ -53,7 +36,7 @@ apps::TrainMnistResult run(const TrainMnistConfig& c, std::string* log = nullptr
 
 TEST_CASE("train mnist: learns a synthetic dataset and writes CSV, SVG and checkpoint") {
   test::TempDir dir("train_mnist_learns");
-  write_synthetic_mnist(dir, 320, 100);
+  test::write_synthetic_mnist(dir, 320, 100);
   TrainMnistConfig c = small_config(dir);
   c.log = dir.file("run.csv");
   c.plot = dir.file("curves.svg");
@@ -87,7 +70,7 @@ TEST_CASE("train mnist: learns a synthetic dataset and writes CSV, SVG and check
 
 TEST_CASE("train mnist: --resume continues bitwise identically to an uninterrupted run") {
   test::TempDir dir("train_mnist_resume");
-  write_synthetic_mnist(dir, 160, 40);
+  test::write_synthetic_mnist(dir, 160, 40);
   TrainMnistConfig full = small_config(dir);
   full.save = dir.file("full.safetensors");
   run(full);
@@ -107,17 +90,8 @@ TEST_CASE("train mnist: --resume continues bitwise identically to an uninterrupt
 
   const TrainingCheckpoint a = load_checkpoint(full.save), b = load_checkpoint(rest.save);
   CHECK(a.step == b.step);
-  REQUIRE(a.model.size() == b.model.size());
-  for (const auto& [name, t] : a.model) {
-    const Tensor& u = b.model.at(name);
-    REQUIRE(u.shape() == t.shape());
-    INFO(name);
-    CHECK(std::memcmp(t.contiguous().raw_data(), u.contiguous().raw_data(), t.nbytes()) == 0);
-  }
-  for (const auto& [name, t] : a.optimizer) {
-    INFO(name);
-    CHECK(std::memcmp(t.contiguous().raw_data(), b.optimizer.at(name).contiguous().raw_data(), t.nbytes()) == 0);
-  }
+  test::check_bitwise_equal(a.model, b.model);
+  test::check_bitwise_equal(a.optimizer, b.optimizer);
 }
 
 TEST_CASE("train mnist: missing data names the command that fetches it") {
@@ -128,7 +102,7 @@ TEST_CASE("train mnist: missing data names the command that fetches it") {
 
 TEST_CASE("train mnist: bad configuration values are clear errors") {
   test::TempDir dir("train_mnist_bad");
-  write_synthetic_mnist(dir, 20, 10);
+  test::write_synthetic_mnist(dir, 20, 10);
   TrainMnistConfig c = small_config(dir);
   c.optimizer = "rmsprop";
   CHECK_THROWS_WITH(run(c), Catch::Contains("unknown optimizer 'rmsprop'"));
@@ -140,7 +114,7 @@ TEST_CASE("train mnist: bad configuration values are clear errors") {
 TEST_CASE("train mnist: on cuda the run follows the CPU run") {
   if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
   test::TempDir dir("train_mnist_cuda");
-  write_synthetic_mnist(dir, 16, 8);  // tiny: on the simulator every kernel launch costs milliseconds
+  test::write_synthetic_mnist(dir, 16, 8);  // tiny: on the simulator every kernel launch costs milliseconds
   TrainMnistConfig c = small_config(dir);
   c.epochs = 1;
   c.batch_size = 8;

@@ -1,0 +1,198 @@
+// `ember train metric`: train_metric() at the bottom reads as the table of contents of a run; the
+// helpers above it come in the order it calls them. The loop, optimizer, schedule and checkpoint
+// state are shared with `ember train mnist` (training_loop.h).
+#include "apps/train/train_metric.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <ostream>
+
+#include "apps/bench/timing.h"
+#include "apps/train/progress.h"
+#include "apps/train/run_log.h"
+#include "apps/train/training_loop.h"
+#include "datasets/class_balanced_sampler.h"
+#include "ember.h"
+
+namespace ember::apps {
+namespace {
+
+// Checkpoint names of the loss's state (a module loss's parameters): "loss.<name>" beside the
+// model's own entries in TrainingCheckpoint::model.
+const std::string loss_prefix = "loss.";
+
+// Everything a run holds between epochs.
+struct MetricRun {
+  TrainMetricConfig config;
+  std::shared_ptr<MnistDataset> train_data, test_data;
+  std::shared_ptr<Module> model;
+  std::unique_ptr<MetricLoss> loss;
+  TrainingState state;
+};
+
+std::string run_title(const TrainMetricConfig& c) {
+  return "mnist_embedding_net (dim " + std::to_string(c.dim) + ", " + c.loss + ") on " + c.dataset;
+}
+
+TrainMetricConfig config_for_resume(const TrainMetricConfig& given, const TrainingCheckpoint& resumed) {
+  TrainMetricConfig c = TrainMetricConfig::from_json(Json::parse(resumed.config, "checkpoint config"));
+  c.take_run_control(given);
+  return c;
+}
+
+void check_config(const TrainMetricConfig& c, const std::vector<MetricLossRow>& losses) {
+  c.check("train metric");
+  const std::string problem = c.flag_problem(losses);
+  EMBER_CHECK(problem.empty(), "train metric: ", problem);
+}
+
+// The model's and the loss's parameters, split into the weight-decay groups.
+std::unique_ptr<Optimizer> make_run_optimizer(const TrainMetricConfig& c, const Module& model, const MetricLoss& loss) {
+  auto [decay, no_decay] = split_weight_decay(model);
+  for (const Tensor& p : loss.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  return make_optimizer(c, std::move(decay), std::move(no_decay));
+}
+
+// Batches of batch_size / per_class classes x per_class images (datasets/class_balanced_sampler.h).
+std::unique_ptr<DataLoader> make_balanced_loader(const TrainMetricConfig& c, std::shared_ptr<MnistDataset> data) {
+  DataLoaderOptions options;
+  options.batch_size = c.batch_size;
+  options.drop_last = true;
+  options.seed = c.seed + 1;
+  options.sampler = std::make_shared<ClassBalancedSampler>(
+      data->targets(), ClassBalancedOptions{.per_class = c.per_class, .batch_size = c.batch_size});
+  return std::make_unique<DataLoader>(std::move(data), options);
+}
+
+int64_t count_classes(const Tensor& labels) {
+  const std::vector<int64_t> y = labels.to_vector<int64_t>();
+  return y.empty() ? 0 : *std::max_element(y.begin(), y.end()) + 1;
+}
+
+// Seeds the run, loads the data and builds the model, loss, optimizer, loader and schedule. The
+// seed is set first so that it alone decides the initial weights (model, then loss); the sampler
+// draws with seed + 1.
+MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>& losses) {
+  MetricRun run;
+  run.config = c;
+  run.state.device = parse_device(c.device);
+  manual_seed(c.seed);
+  run.train_data = std::make_shared<MnistDataset>(c.data, true);
+  run.test_data = std::make_shared<MnistDataset>(c.data, false);
+  run.model = mnist_embedding_net(c.dim);
+  run.model->to(run.state.device);
+  run.loss = make_metric_loss(c.loss, {.num_classes = count_classes(run.train_data->targets()), .embedding_size = c.dim},
+                              losses);
+  run.loss->to(run.state.device);
+  run.state.optimizer = make_run_optimizer(c, *run.model, *run.loss);
+  run.state.loader = make_balanced_loader(c, run.train_data);
+  run.state.schedule = make_schedule(c, *run.state.optimizer, *run.state.loader);
+  return run;
+}
+
+// The model's entries of a checkpoint: everything not under loss_prefix.
+StateDict model_entries(const StateDict& all) {
+  StateDict model;
+  for (const auto& [name, t] : all)
+    if (name.rfind(loss_prefix, 0) != 0) model.emplace(name, t);
+  return model;
+}
+
+void restore_run(MetricRun& run, const TrainingCheckpoint& resumed, std::ostream& out) {
+  run.model->load_state_dict(model_entries(resumed.model));
+  run.loss->load_state_dict(sub_state_dict(resumed.model, loss_prefix));
+  restore_training_state(run.state, resumed);
+  out << "resumed " << run.config.resume << " at epoch " << run.state.start_epoch << " (step " << run.state.step
+      << ")\n";
+}
+
+void print_run_header(const MetricRun& run, std::ostream& out) {
+  const TrainMetricConfig& c = run.config;
+  out << "train " << run_title(c) << ": " << run.train_data->size() << " train / " << run.test_data->size()
+      << " test images, " << run.model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
+      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << " (" << c.batch_size / c.per_class
+      << " classes x " << c.per_class << "), " << num_threads() << " threads, device " << run.state.device << "\n";
+  out << run.model->summary({1, 1, 28, 28});
+}
+
+// One optimizer step on a batch; returns the batch's loss.
+double train_step(MetricRun& run, const Batch& batch) {
+  Tensor x = batch.inputs.to(run.state.device), y = batch.targets.to(run.state.device);
+  return optimizer_step(run.state, (*run.loss)((*run.model)(x), y));
+}
+
+// Embeds the test set in chunks of 1000 images and scores retrieval over it.
+RetrievalMetrics evaluate(Module& model, const TensorDataset& test, Device device) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  const int64_t n = test.size(), chunk = 1000;
+  std::vector<Tensor> parts;
+  for (int64_t start = 0; start < n; start += chunk)
+    parts.push_back(model(test.inputs().narrow(0, start, std::min(chunk, n - start)).to(device)).cpu());
+  model.train();
+  return retrieval_metrics(cat(parts, 0), test.targets());
+}
+
+EpochRecord epoch_record(int64_t epoch, const EpochStats& stats, const RetrievalMetrics& m, double lr) {
+  return {.epoch = int(epoch + 1), .train_loss = stats.mean_loss(), .test_loss = std::nullopt,
+          .scores = {{"precision_at_1", m.precision_at_1}, {"r_precision", m.r_precision}, {"map_at_r", m.map_at_r}},
+          .seconds = stats.seconds, .lr = lr};
+}
+
+void print_epoch(const EpochRecord& rec, const EpochStats& stats, double eval_seconds, int epochs, std::ostream& out) {
+  out << "epoch " << rec.epoch << "/" << epochs << "  train loss " << bench::fixed(rec.train_loss, 4) << "  P@1 "
+      << bench::fixed(rec.scores[0].second, 4) << "  R-Prec " << bench::fixed(rec.scores[1].second, 4) << "  MAP@R "
+      << bench::fixed(rec.scores[2].second, 4) << "  " << epoch_time(stats) << ", test " << format_duration(eval_seconds)
+      << std::endl;
+}
+
+TrainingCheckpoint make_checkpoint(const MetricRun& run, int64_t epochs_done) {
+  TrainingCheckpoint ck = training_checkpoint(run.state, epochs_done);
+  ck.model = run.model->state_dict();
+  add_prefixed(ck.model, loss_prefix, run.loss->state_dict());
+  ck.config = run.config.to_json().dump();
+  return ck;
+}
+
+// After every epoch: the checkpoint (--save), the CSV (--log) and the SVG (--plot) asked for.
+void write_epoch_outputs(const MetricRun& run, int64_t epochs_done, const RunLog& log) {
+  const TrainMetricConfig& c = run.config;
+  if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epochs_done));
+  if (!c.log.empty()) log.write_csv(c.log);
+  if (!c.plot.empty()) log.write_svg(c.plot, run_title(c));
+}
+
+}  // namespace
+
+TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out, std::ostream& progress_out,
+                               bool interactive, const std::vector<MetricLossRow>& losses) {
+  std::optional<TrainingCheckpoint> resumed;
+  if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
+  const TrainMetricConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  check_config(c, losses);
+  MetricRun run = start_run(c, losses);
+  if (resumed) restore_run(run, *resumed, out);
+  print_run_header(run, out);
+
+  TrainMetricResult result;
+  RunLog log;  // the epochs this process trains
+  for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
+    const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
+                                         [&](const Batch& batch) { return train_step(run, batch); });
+    const auto eval_start = std::chrono::steady_clock::now();
+    result.metrics = evaluate(*run.model, *run.test_data, run.state.device);
+    const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+    const EpochRecord rec = epoch_record(epoch, stats, result.metrics, run.state.optimizer->lr());
+    log.add(rec);
+    print_epoch(rec, stats, eval_seconds, c.epochs, out);
+    result.train_loss = rec.train_loss;
+    result.seconds += rec.seconds;
+    write_epoch_outputs(run, epoch + 1, log);
+  }
+  if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
+  return result;
+}
+
+}  // namespace ember::apps

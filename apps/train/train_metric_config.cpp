@@ -1,0 +1,56 @@
+// TrainMetricConfig (train_metric.h): its defaults, its JSON in a checkpoint and its flag checks.
+#include <string>
+
+#include "apps/train/train_metric.h"
+#include "core/error.h"
+
+namespace ember::apps {
+
+// The default recipe: Adam lr 1e-3 with the cosine schedule, batches of 8 classes x 16, 4 epochs.
+TrainMetricConfig::TrainMetricConfig() {
+  epochs = 4;
+  batch_size = 128;
+  optimizer = "adam";
+  lr = 1e-3;
+}
+
+Json TrainMetricConfig::to_json() const {
+  Json j = Json::object();
+  write_json(j);
+  j.set("loss", loss);
+  j.set("dim", dim);
+  j.set("per_class", per_class);
+  return j;
+}
+
+TrainMetricConfig TrainMetricConfig::from_json(const Json& j) {
+  TrainMetricConfig c;
+  for (const auto& [key, value] : j.as_object()) {
+    if (c.read_json_field(key, value)) continue;
+    if (key == "loss") c.loss = value.as_string();
+    else if (key == "dim") c.dim = value.as_int();
+    else if (key == "per_class") c.per_class = value.as_int();
+    else EMBER_FAIL("train metric: unknown configuration key '", key, "' in the checkpoint");
+  }
+  return c;
+}
+
+std::string TrainMetricConfig::flag_problem(const std::vector<MetricLossRow>& losses) const {
+  constexpr int64_t dataset_classes = 10;  // MNIST and Fashion-MNIST
+  bool known = false;
+  for (const MetricLossRow& row : losses) known = known || row.name == loss;
+  if (!known) return "--loss: '" + loss + "' is not a loss of this build (it has: " + metric_loss_list(losses) + ")";
+  if (dim < 1) return "--dim: the embedding size must be at least 1, got " + std::to_string(dim);
+  if (per_class < 1) return "--per-class must be at least 1, got " + std::to_string(per_class);
+  if (batch_size % per_class != 0)
+    return "--batch-size " + std::to_string(batch_size) + " must be a multiple of --per-class " +
+           std::to_string(per_class) + " (a batch is classes x per-class)";
+  if (batch_size / per_class > dataset_classes)
+    return "--batch-size " + std::to_string(batch_size) + " / --per-class " + std::to_string(per_class) + " = " +
+           std::to_string(batch_size / per_class) + " classes per batch, but the dataset has " +
+           std::to_string(dataset_classes) + " (use at most " + std::to_string(dataset_classes * per_class) +
+           " images per batch)";
+  return "";
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,110 @@
+// The shared training loop (training_loop.h).
+#include "apps/train/training_loop.h"
+
+#include <algorithm>
+#include <optional>
+#include <ostream>
+
+#include "apps/bench/timing.h"
+#include "apps/train/progress.h"
+#include "core/error.h"
+#include "nn/optim/adam.h"
+#include "nn/optim/sgd.h"
+
+namespace ember::apps {
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainingOptions& c, std::vector<Tensor> decay,
+                                          std::vector<Tensor> no_decay) {
+  if (c.optimizer == "sgd") {
+    const SgdOptions with{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay};
+    SgdOptions without = with;
+    without.weight_decay = 0;
+    return std::make_unique<SGD>(
+        std::vector<ParamGroup<SgdOptions>>{{std::move(decay), with}, {std::move(no_decay), without}});
+  }
+  const AdamOptions with{.lr = c.lr, .weight_decay = c.weight_decay};
+  AdamOptions without = with;
+  without.weight_decay = 0;
+  std::vector<ParamGroup<AdamOptions>> groups{{std::move(decay), with}, {std::move(no_decay), without}};
+  if (c.optimizer == "adam") return std::make_unique<Adam>(std::move(groups));
+  if (c.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups));
+  EMBER_FAIL("unknown optimizer '", c.optimizer, "' (expected sgd, adam or adamw)");
+}
+
+int64_t batches_per_epoch(const TrainingOptions& c, const DataLoader& loader) {
+  return c.max_batches > 0 ? std::min(c.max_batches, loader.size()) : loader.size();
+}
+
+std::unique_ptr<LrScheduler> make_schedule(const TrainingOptions& c, Optimizer& optimizer, const DataLoader& loader) {
+  if (c.schedule != "cosine") return nullptr;
+  return std::make_unique<CosineWithWarmup>(optimizer, 0, batches_per_epoch(c, loader) * c.epochs);
+}
+
+int64_t end_epoch(const TrainingOptions& c) {
+  return c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
+}
+
+double optimizer_step(TrainingState& state, const Tensor& loss) {
+  state.optimizer->zero_grad();
+  loss.backward();
+  state.optimizer->step();
+  if (state.schedule) state.schedule->step();
+  ++state.step;
+  return loss.item();
+}
+
+EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t epoch, std::ostream& progress,
+                       bool interactive, const std::function<double(const Batch&)>& step) {
+  DataLoader& loader = *state.loader;
+  const int64_t batches = batches_per_epoch(c, loader);
+  Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), batches, c.batch_size, progress,
+               interactive);
+  EpochStats stats;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::optional<Batch> batch = loader.next();
+    if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
+    if (!batch) break;
+    const double loss = step(*batch);
+    const int64_t images = batch->inputs.size(0);
+    stats.loss_sum += loss * double(images);
+    stats.images += images;
+    bar.update(b + 1, stats.mean_loss());
+  }
+  // Finish the loader's epoch so the next one starts fresh (a dry run stops early).
+  while (loader.next()) {}
+  bar.finish();
+  stats.seconds = bar.elapsed_seconds();
+  return stats;
+}
+
+TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done) {
+  TrainingCheckpoint ck;
+  ck.optimizer = state.optimizer->state_dict();
+  if (state.schedule) ck.scheduler = state.schedule->state_dict();
+  ck.epoch = epochs_done;
+  ck.step = state.step;
+  ck.rng["default"] = rng_state(default_generator());
+  const DataLoaderState ls = state.loader->state();
+  ck.rng["loader"] = {ls.seed, ls.offset};
+  ck.counters["loader.epoch"] = ls.epoch;
+  ck.counters["loader.batch"] = ls.batch;
+  return ck;
+}
+
+void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed) {
+  state.optimizer->load_state_dict(resumed.optimizer);
+  if (state.schedule) state.schedule->load_state_dict(resumed.scheduler);
+  restore_rng(default_generator(), resumed.rng.at("default"));
+  const RngState ls = resumed.rng.at("loader");
+  state.loader->set_state(
+      {ls.seed, ls.offset, resumed.counters.at("loader.epoch"), resumed.counters.at("loader.batch")});
+  state.start_epoch = resumed.epoch;
+  state.step = resumed.step;
+}
+
+std::string epoch_time(const EpochStats& stats) {
+  return "time " + format_duration(stats.seconds) + " (" +
+         bench::fixed(double(stats.images) / std::max(stats.seconds, 1e-9), 0) + " img/s)";
+}
+
+}  // namespace ember::apps

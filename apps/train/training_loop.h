@@ -1,0 +1,78 @@
+// The parts of a training run that every `ember train` command shares: the optimizer and
+// schedule a TrainingOptions asks for, the epoch loop with its progress bar, one optimizer
+// step, and the checkpoint state that makes --resume bitwise (on the CPU). A command supplies
+// the model, the data and the loss; see train_mnist.cpp and train_metric.cpp.
+//
+//   TrainingState state;
+//   state.optimizer = make_optimizer(c, decay, no_decay);
+//   state.loader = std::make_unique<DataLoader>(train_data, loader_options);
+//   state.schedule = make_schedule(c, *state.optimizer, *state.loader);
+//   if (resumed) restore_training_state(state, *resumed);
+//   for (int64_t epoch = state.start_epoch; epoch < end_epoch(c); ++epoch) {
+//     EpochStats s = train_epoch(state, c, epoch, std::cerr, interactive, [&](const Batch& b) {
+//       return optimizer_step(state, loss_of(b));
+//     });
+//     TrainingCheckpoint ck = training_checkpoint(state, epoch + 1);   // + ck.model, ck.config
+//   }
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "apps/train/training_options.h"
+#include "datasets/data_loader.h"
+#include "nn/checkpoint.h"
+#include "nn/optim/lr_scheduler.h"
+#include "nn/optim/optimizer.h"
+
+namespace ember::apps {
+
+// What every run holds between epochs, besides its model and data.
+struct TrainingState {
+  Device device;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<LrScheduler> schedule;  // null for --schedule none
+  int64_t start_epoch = 0;
+  int64_t step = 0;  // optimizer steps taken, over all epochs
+};
+
+struct EpochStats {
+  double loss_sum = 0;  // batch losses weighted by batch size
+  int64_t images = 0;
+  double seconds = 0;
+  double mean_loss() const { return images > 0 ? loss_sum / double(images) : 0.0; }
+};
+
+// c.optimizer over two groups: `decay` with c.weight_decay, `no_decay` without.
+std::unique_ptr<Optimizer> make_optimizer(const TrainingOptions& c, std::vector<Tensor> decay,
+                                          std::vector<Tensor> no_decay);
+// Batches per epoch: the loader's, or the first max_batches of it (--dry-run).
+int64_t batches_per_epoch(const TrainingOptions& c, const DataLoader& loader);
+// The cosine schedule over the whole run as configured (a resumed run continues the same
+// curve), or null for "none".
+std::unique_ptr<LrScheduler> make_schedule(const TrainingOptions& c, Optimizer& optimizer, const DataLoader& loader);
+// The epoch after the last one this process trains: --stop-after ends the run early.
+int64_t end_epoch(const TrainingOptions& c);
+
+// Backward from `loss`, one optimizer and schedule step; returns the loss as a number (the one
+// host synchronisation per step, for display).
+double optimizer_step(TrainingState& state, const Tensor& loss);
+
+// One pass over the loader (or its first max_batches) with a progress bar; `step` trains on a
+// batch and returns its mean loss.
+EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t epoch, std::ostream& progress,
+                       bool interactive, const std::function<double(const Batch&)>& step);
+
+// The optimizer, schedule, generators, loader position and counts of a run after
+// `epochs_done` epochs; the caller adds the model and the config.
+TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done);
+// Puts those back, so the rest of the run is bitwise identical to an uninterrupted one.
+void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed);
+
+// "time 12.3s (5000 img/s)" for an epoch's line.
+std::string epoch_time(const EpochStats& stats);
+
+}  // namespace ember::apps

@@ -1,0 +1,51 @@
+// The options every `ember train` command shares (data, recipe, run control, outputs), their
+// JSON in a checkpoint, and how a resumed run merges them with the command line. A command's
+// config derives from TrainingOptions and adds its own fields (TrainMnistConfig: the model;
+// TrainMetricConfig: the loss, embedding size and sampler).
+//
+//   struct MyConfig : TrainingOptions { std::string model = "mlp"; };
+//   Json j = Json::object();
+//   c.write_json(j);                             // the recipe, as a checkpoint stores it
+//   for (auto& [key, value] : j.as_object()) c.read_json_field(key, value);   // back
+//   resumed.take_run_control(given);             // where the data lives, how long, what to write
+//   c.check("train mnist");                      // errors name the command and the value
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/json.h"
+
+namespace ember::apps {
+
+struct TrainingOptions {
+  std::string data = "data/mnist";
+  std::string dataset = "mnist";   // mnist | fashion-mnist (the same IDX layout)
+  int epochs = 5;                  // with --resume: 0 keeps the checkpoint's value
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double momentum = 0.9;           // SGD only
+  std::string optimizer = "sgd";   // sgd | adam | adamw
+  double weight_decay = 0.0;
+  std::string schedule = "cosine"; // cosine (per step, to 0 at the last step) | none
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  std::string save;                // checkpoint written after every epoch
+  std::string resume;              // checkpoint to continue from
+  std::string log;                 // CSV, one row per epoch
+  std::string plot;                // SVG of the curves
+  int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
+  int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
+
+  // The recipe fields (not the run control or outputs) into a checkpoint's config object.
+  void write_json(Json& object) const;
+  // Reads one field written by write_json; false when `key` is not one of them.
+  bool read_json_field(const std::string& key, const Json& value);
+  // A resumed run takes its recipe from the checkpoint; where the data lives, how long to train
+  // (epochs <= 0 keeps the checkpoint's) and what to write come from the command line.
+  void take_run_control(const TrainingOptions& given);
+  // Dataset, epochs, batch size, optimizer and schedule; errors start with `command`.
+  void check(const std::string& command) const;
+};
+
+}  // namespace ember::apps
