@@ -10,7 +10,7 @@
 #include "apps/bench/device_timing.h"
 #include "apps/bench/peer_script.h"
 #include "apps/bench/timing.h"
-#include "apps/metric_losses.h"
+#include "apps/train/metric_losses.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
 #include "cuda/runtime.h"
@@ -39,10 +39,21 @@ Inputs make_inputs(const Profile& p, int64_t batch, bool class_loss, Device devi
   return {emb, tensor<int64_t>(labels, {batch}).to(device)};
 }
 
+// A loss of the apps' table (apps/train/metric_losses.h) for profile p on `device`; a loss with
+// parameters has one weight per class (ArcFace, ProxyAnchor) and gets cyclic labels.
+std::unique_ptr<apps::MetricLoss> make_loss(const std::string& name, const Profile& p, Device device) {
+  Generator gen(7);
+  std::unique_ptr<apps::MetricLoss> loss = apps::make_metric_loss(name, {.num_classes = p.classes,
+                                                                         .embedding_size = p.dim, .gen = &gen});
+  loss->to(device);
+  return loss;
+}
+bool is_class_loss(const apps::MetricLoss& loss) { return !loss.parameters().empty(); }
+
 // One forward+backward of `loss` on `in`, gradients dropped first.
-void step(const apps::MetricLoss& loss, const Inputs& in) {
+void step(apps::MetricLoss& loss, const Inputs& in) {
   in.embeddings.zero_grad();
-  if (loss.module) loss.module->zero_grad();
+  for (const Tensor& p : loss.parameters()) p.zero_grad();
   loss(in.embeddings, in.labels).backward();
 }
 
@@ -53,15 +64,14 @@ struct Measured {
   double ms = 0;
   double peak_mib = 0;
 };
-Measured measure(const apps::MetricLossEntry& entry, const Profile& p, Device device) {
-  Generator gen(7);
-  const apps::MetricLoss loss = entry.make(p.classes, p.dim, &gen);
-  if (loss.module) loss.module->to(device);
-  const Inputs in = make_inputs(p, p.batch, entry.has_classes, device);
+Measured measure(const std::string& name, const Profile& p, Device device) {
+  const std::unique_ptr<apps::MetricLoss> loss_ptr = make_loss(name, p, device);
+  apps::MetricLoss& loss = *loss_ptr;
+  const Inputs in = make_inputs(p, p.batch, is_class_loss(loss), device);
   Allocator& allocator = allocator_for(device);
   step(loss, in);
   in.embeddings.zero_grad();
-  if (loss.module) loss.module->zero_grad();
+  for (const Tensor& q : loss.parameters()) q.zero_grad();
   if (device.is_cuda()) cuda::synchronize();
   const int64_t before = allocator.stats().allocated_bytes;
   allocator.reset_peak_stats();
@@ -79,14 +89,13 @@ struct Capacity {
   int64_t batch = 0;
   std::string stop;
 };
-Capacity capacity(const apps::MetricLossEntry& entry, const Profile& p, const BenchLossesOptions& o, std::ostream& log) {
-  Generator gen(7);
-  const apps::MetricLoss loss = entry.make(p.classes, p.dim, &gen);
-  if (loss.module) loss.module->to(o.device);
+Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOptions& o, std::ostream& log) {
+  const std::unique_ptr<apps::MetricLoss> loss_ptr = make_loss(name, p, o.device);
+  apps::MetricLoss& loss = *loss_ptr;
   Allocator& allocator = allocator_for(o.device);
   Capacity c{0, "reached --max-batch"};
   for (int64_t batch = p.batch; batch <= o.max_batch; batch *= 2) {
-    const Inputs in = make_inputs(p, batch, entry.has_classes, o.device);
+    const Inputs in = make_inputs(p, batch, is_class_loss(loss), o.device);
     if (o.device.is_cuda()) cuda::synchronize();
     allocator.set_memory_limit(size_t(allocator.stats().allocated_bytes + o.budget_mib * (int64_t(1) << 20)));
     const auto t0 = std::chrono::steady_clock::now();
@@ -99,7 +108,7 @@ Capacity capacity(const apps::MetricLossEntry& entry, const Profile& p, const Be
     }
     allocator.set_memory_limit(0);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log << "bench losses: capacity " << entry.name << " batch " << batch << ": " << fixed(seconds, 2) << " s\n"
+    log << "bench losses: capacity " << name << " batch " << batch << ": " << fixed(seconds, 2) << " s\n"
         << std::flush;
     if (seconds > o.time_cap_s) {
       c.stop = "batch " + std::to_string(batch) + " over the time cap";
@@ -139,9 +148,9 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
   for (int round = 1; round <= rounds; ++round) {
     log << "bench losses: round " << round << "/" << rounds << ": ember" << std::flush;
     for (const Profile& p : kProfiles)
-      for (const apps::MetricLossEntry& entry : apps::metric_losses()) {
-        const Measured m = measure(entry, p, o.device);
-        auto [it, inserted] = ember.try_emplace(row_name(entry.name, p), m);
+      for (const std::string& name : apps::metric_loss_names()) {
+        const Measured m = measure(name, p, o.device);
+        auto [it, inserted] = ember.try_emplace(row_name(name, p), m);
         if (!inserted) it->second.ms = std::min(it->second.ms, m.ms), it->second.peak_mib = m.peak_mib;
       }
     log << ", pytorch\n" << std::flush;
@@ -153,12 +162,12 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
         << " per class; ArcFace/ProxyAnchor " << p.classes << " classes, cyclic labels\n";
     Table table({"loss", "ember ms", "pytorch ms", "speedup", "ember peak MiB"}, {14, 10, 11, 8, 15});
     out << table.header() << "\n";
-    for (const apps::MetricLossEntry& entry : apps::metric_losses()) {
-      const std::string name = row_name(entry.name, p);
+    for (const std::string& loss : apps::metric_loss_names()) {
+      const std::string name = row_name(loss, p);
       const Measured& m = ember.at(name);
       std::string peer_ms;
       const std::string speedup = ratio(torch, name, m.ms, &peer_ms);
-      out << table.row({entry.name, fixed(m.ms, 3), peer_ms, speedup, fixed(m.peak_mib, 2)}) << "\n";
+      out << table.row({loss, fixed(m.ms, 3), peer_ms, speedup, fixed(m.peak_mib, 2)}) << "\n";
     }
     out << "\n" << std::flush;
   }
@@ -175,11 +184,11 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
   const std::map<std::string, double> torch_capacity = run_peer_script("torch_losses.py", peer_args);
   Table table({"loss", "ember batch", "pytorch batch", "ember stopped at"}, {14, 12, 14, 36});
   out << table.header() << "\n";
-  for (const apps::MetricLossEntry& entry : apps::metric_losses()) {
-    const Capacity c = capacity(entry, p, o, log);
-    auto it = torch_capacity.find("capacity " + entry.name);
+  for (const std::string& name : apps::metric_loss_names()) {
+    const Capacity c = capacity(name, p, o, log);
+    auto it = torch_capacity.find("capacity " + name);
     const std::string peer = it == torch_capacity.end() ? "n/a" : std::to_string(int64_t(it->second));
-    out << table.row({entry.name, std::to_string(c.batch), peer, c.stop}) << "\n" << std::flush;
+    out << table.row({name, std::to_string(c.batch), peer, c.stop}) << "\n" << std::flush;
   }
   out << "\nember: the caching allocator's limit (Note [Memory limit]) above what was live before the call; "
          "PyTorch: peak resident memory of a fresh process above its baseline\n";

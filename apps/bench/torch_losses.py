@@ -43,7 +43,7 @@ class ClassLoss:
         return [self.weights]
 
 
-# name -> (uses classes, make(classes, dim) -> loss(emb, labels)); the names of apps/metric_losses.cpp.
+# name -> (uses classes, make(classes, dim) -> loss(emb, labels)); the names of apps/train/metric_losses.cpp.
 LOSSES = {
     "ntxent": (False, lambda classes, dim: pml.ntxent),
     "supcon": (False, lambda classes, dim: pml.supcon),

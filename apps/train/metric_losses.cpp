@@ -17,14 +17,40 @@ const std::vector<MetricLossRow>& metric_loss_table() {
        [](const MetricLossContext&) {
          return function_loss([](const Tensor& e, const Tensor& y) { return ntxent_loss(e, y, NTXentOptions{}); });
        }},
-      // Planned rows, same shape (losses/<name>.h when they land):
-      //   supcon      supcon_loss(e, y, SupConOptions{})
-      //   contrastive contrastive_loss(e, y, ContrastiveOptions{})
-      //   triplet     triplet_margin_loss(e, y, TripletOptions{})
-      //   batch-hard  triplet_margin_loss(e, y, batch_hard_miner(e, y), TripletOptions{})
-      //   multisim    multi_similarity_loss(e, y, MultiSimilarityOptions{})
-      //   arcface     module_loss(make_shared<ArcFaceLoss>(c.num_classes, c.embedding_size, ArcFaceOptions{}, c.gen))
-      //   proxyanchor module_loss(make_shared<ProxyAnchorLoss>(c.num_classes, c.embedding_size, ProxyAnchorOptions{}, c.gen))
+      {"supcon", "supervised contrastive, temperature 0.1 (PML SupConLoss)",
+       [](const MetricLossContext&) {
+         return function_loss([](const Tensor& e, const Tensor& y) { return supcon_loss(e, y, SupConOptions{}); });
+       }},
+      {"contrastive", "contrastive, margins 0 and 1 on L2 distances (PML ContrastiveLoss)",
+       [](const MetricLossContext&) {
+         return function_loss(
+             [](const Tensor& e, const Tensor& y) { return contrastive_loss(e, y, ContrastiveOptions{}); });
+       }},
+      {"triplet", "triplet margin 0.05 over all triplets (PML TripletMarginLoss)",
+       [](const MetricLossContext&) {
+         return function_loss(
+             [](const Tensor& e, const Tensor& y) { return triplet_margin_loss(e, y, TripletOptions{}); });
+       }},
+      {"batch-hard", "triplet margin 0.05 on batch-hard triplets (PML BatchHardMiner)",
+       [](const MetricLossContext&) {
+         return function_loss([](const Tensor& e, const Tensor& y) {
+           return triplet_margin_loss(e, y, batch_hard_miner(e, y), TripletOptions{});
+         });
+       }},
+      {"multisim", "multi-similarity, alpha 2, beta 50, base 0.5 (PML MultiSimilarityLoss)",
+       [](const MetricLossContext&) {
+         return function_loss(
+             [](const Tensor& e, const Tensor& y) { return multi_similarity_loss(e, y, MultiSimilarityOptions{}); });
+       }},
+      {"arcface", "ArcFace, margin 28.6 degrees, scale 64, one weight per class (PML ArcFaceLoss)",
+       [](const MetricLossContext& c) {
+         return module_loss(std::make_shared<ArcFaceLoss>(c.num_classes, c.embedding_size, ArcFaceOptions{}, c.gen));
+       }},
+      {"proxyanchor", "Proxy Anchor, margin 0.1, alpha 32, one proxy per class (PML ProxyAnchorLoss)",
+       [](const MetricLossContext& c) {
+         return module_loss(
+             std::make_shared<ProxyAnchorLoss>(c.num_classes, c.embedding_size, ProxyAnchorOptions{}, c.gen));
+       }},
   };
   return table;
 }
