@@ -1,5 +1,6 @@
 #include "losses/metric_common.h"
 
+#include "autograd/graph.h"
 #include "ops/ops.h"
 
 namespace ember {
@@ -32,6 +33,21 @@ void check_class_weights(const char* op, const char* name, const Tensor& weights
 Tensor normalize_rows(const Tensor& embeddings) {
   constexpr double kEps = 1e-12;
   return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));
+}
+
+PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels) {
+  check_embeddings(op, embeddings, labels);
+  return {normalize_rows(embeddings).contiguous(), labels.contiguous(), pair_tiles()};
+}
+
+Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward) {
+  if (autograd::needs_grad(in.e))
+    autograd::record(op, {in.e}, loss,
+                     [op, es = autograd::save(in.e), backward = std::move(backward)](
+                         const Tensor& grad) -> autograd::TensorList {
+                       return {backward(grad.contiguous(), es.get(op))};
+                     });
+  return loss;
 }
 
 }  // namespace ember

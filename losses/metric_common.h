@@ -3,9 +3,18 @@
 //   check_embeddings("ntxent_loss", emb, labels);   // (B, D) f32/f64 and (B) i64, one device
 //   Tensor e = normalize_rows(emb);                  // rows / max(||row||, 1e-12), differentiable
 //   check_class_weights("arcface_loss", "W", W, 0, emb);   // W (D, C): D along dim 0
+//
+//   const PairLossInputs in = pair_loss_inputs("ntxent_loss", emb, labels);   // checked, normalised
+//   Tensor loss = ...;                                   // the forward kernel on in.e, in.labels
+//   return record_pair_loss("ntxent_loss", in, loss, [=](const Tensor& grad, const Tensor& e) {
+//     ...                                                // the backward kernel -> de
+//   });
 #pragma once
 
+#include <functional>
+
 #include "core/tensor.h"
+#include "ops/pair_tiles.h"
 
 namespace ember {
 
@@ -23,5 +32,21 @@ Tensor normalize_rows(const Tensor& embeddings);
 // class along the other; an Error naming `op`, `name`, what was expected and given otherwise.
 void check_class_weights(const char* op, const char* name, const Tensor& weights, int64_t embedding_dim,
                          const Tensor& embeddings);
+
+// Note [One node per loss]: every pair loss has the same shape: check the inputs, normalise the
+// rows, run its forward kernel on the contiguous normalised rows e, and record ONE autograd node
+// on e whose backward runs its backward kernel (normalisation's own nodes carry the gradient on to
+// the embeddings). These two helpers are that shape.
+struct PairLossInputs {
+  Tensor e;          // (B, D) contiguous L2-normalised rows, recorded by autograd
+  Tensor labels;     // (B) i64 contiguous
+  PairTiles tiles;   // the tile setting at the call (the backward uses the same)
+};
+PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels);
+
+// Records loss = f(in.e) with backward(grad (0-d, contiguous), e) -> de when e needs grad; returns
+// loss. The closure holds what the backward kernel needs (statistics, counts, options).
+using PairLossBackward = std::function<Tensor(const Tensor& grad, const Tensor& e)>;
+Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward);
 
 }  // namespace ember

@@ -1,6 +1,5 @@
 #include "losses/triplet.h"
 
-#include "autograd/graph.h"
 #include "losses/metric_common.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
@@ -42,47 +41,33 @@ void check_triplets(const Triplets& t, const Tensor& embeddings) {
 }  // namespace
 
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, TripletOptions options) {
-  check_embeddings(kOp, embeddings, labels);
-  const Tensor e = normalize_rows(embeddings).contiguous();
-  const Tensor y = labels.contiguous();
-  const PairTiles tiles = pair_tiles();
-  const Tensor triplets = Tensor::empty({}, {.dtype = DType::f64, .device = e.device()});
-  Tensor loss = Tensor::empty({}, e.options());
-  triplet_forward_kernel(e.device(), tiles, e, y, options.margin, loss, triplets);
-  if (autograd::needs_grad(e))
-    autograd::record(kOp, {e}, loss,
-                     [es = autograd::save(e), y, triplets, tiles, m = options.margin](
-                         const Tensor& grad) -> autograd::TensorList {
-                       const Tensor& e = es.get("triplet_margin_loss");
-                       Tensor de = Tensor::empty(e.shape(), e.options());
-                       triplet_backward_kernel(e.device(), tiles, grad.contiguous(), e, y, m, triplets, de);
-                       return {de};
-                     });
-  return loss;
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
+  const Tensor triplets = Tensor::empty({}, {.dtype = DType::f64, .device = in.e.device()});
+  Tensor loss = Tensor::empty({}, in.e.options());
+  triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, loss, triplets);
+  const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
+  const PairTiles& tiles = in.tiles;
+  return record_pair_loss(kOp, in, loss, [=, m = options.margin](const Tensor& grad, const Tensor& e) {
+    Tensor de = Tensor::empty(e.shape(), e.options());
+    triplet_backward_kernel(e.device(), tiles, grad, e, y, m, triplets, de);
+    return de;
+  });
 }
 
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, const Triplets& mined,
                            TripletOptions options) {
-  check_embeddings(kOp, embeddings, labels);
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
   check_triplets(mined, embeddings);
-  const Tensor e = normalize_rows(embeddings).contiguous();
   const Tensor a = mined.anchor.contiguous(), p = mined.positive.contiguous(), n = mined.negative.contiguous();
-  const TensorOptions f64{.dtype = DType::f64, .device = e.device()};
-  const Tensor dists = Tensor::empty({a.size(0), 2}, f64);
-  const Tensor triplets = Tensor::empty({}, f64);
-  Tensor loss = Tensor::empty({}, e.options());
-  triplet_mined_forward_kernel(e.device(), e, a, p, n, options.margin, dists, loss, triplets);
-  if (autograd::needs_grad(e))
-    autograd::record(kOp, {e}, loss,
-                     [es = autograd::save(e), a, p, n, dists, triplets, m = options.margin](
-                         const Tensor& grad) -> autograd::TensorList {
-                       const Tensor& e = es.get("triplet_margin_loss");
-                       Tensor de = Tensor::empty(e.shape(), e.options());
-                       triplet_mined_backward_kernel(e.device(), grad.contiguous(), e, a, p, n, m, dists, triplets,
-                                                     de);
-                       return {de};
-                     });
-  return loss;
+  const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};
+  const Tensor dists = Tensor::empty({a.size(0), 2}, f64), triplets = Tensor::empty({}, f64);
+  Tensor loss = Tensor::empty({}, in.e.options());
+  triplet_mined_forward_kernel(in.e.device(), in.e, a, p, n, options.margin, dists, loss, triplets);
+  return record_pair_loss(kOp, in, loss, [=, m = options.margin](const Tensor& grad, const Tensor& e) {
+    Tensor de = Tensor::empty(e.shape(), e.options());
+    triplet_mined_backward_kernel(e.device(), grad, e, a, p, n, m, dists, triplets, de);
+    return de;
+  });
 }
 
 }  // namespace ember

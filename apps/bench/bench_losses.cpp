@@ -103,7 +103,7 @@ Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOp
       step(loss, in);
       if (o.device.is_cuda()) cuda::synchronize();
     } catch (const OutOfMemory&) {
-      c.stop = "batch " + std::to_string(batch) + " over the budget";
+      c.stop = detail::concat("batch ", batch, " over the budget");
       break;
     }
     allocator.set_memory_limit(0);
@@ -111,7 +111,7 @@ Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOp
     log << "bench losses: capacity " << name << " batch " << batch << ": " << fixed(seconds, 2) << " s\n"
         << std::flush;
     if (seconds > o.time_cap_s) {
-      c.stop = "batch " + std::to_string(batch) + " over the time cap";
+      c.stop = detail::concat("batch ", batch, " over the time cap");
       break;
     }
     c.batch = batch;

@@ -35,7 +35,10 @@ EpochResult ember_epoch(const std::shared_ptr<MnistDataset>& train, const Tensor
   manual_seed(0);
   auto model = mnist_cnn();
   SGD opt(model->parameters(), {.lr = 0.01});
-  DataLoader loader(train, {.batch_size = batch, .shuffle = true, .drop_last = true, .seed = 0});
+  DataLoaderOptions loader_options;
+  loader_options.batch_size = batch;
+  loader_options.drop_last = true;
+  DataLoader loader(train, loader_options);
   Allocator& memory = allocator_for(Device::cpu());
   memory.reset_peak_stats();
   const int64_t before = memory.stats().allocated_bytes;

@@ -2,6 +2,8 @@
 // names list what the build has, and the adapters expose a module's parameters and state.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "apps/train/metric_losses.h"
 #include "ember.h"
 #include "toy_proxy_loss.h"
@@ -18,11 +20,30 @@ TEST_CASE("metric losses: the ntxent row computes ntxent_loss and has nothing to
   CHECK((*loss)(e, y).item() == ntxent_loss(e, y).item());
   CHECK(loss->parameters().empty());
   CHECK(loss->state_dict().empty());
-  CHECK(metric_loss_names() == std::vector<std::string>{"ntxent"});
+  CHECK(metric_loss_names() == std::vector<std::string>{"ntxent", "supcon", "contrastive", "triplet", "batch-hard",
+                                                       "multisim", "arcface", "proxyanchor"});
+}
+
+TEST_CASE("metric losses: every row computes its loss, and the class losses train their weights") {
+  Generator gen(3);
+  const Tensor e = randn({8, 4}, {}, &gen);
+  Tensor y = Tensor::empty({8}, {.dtype = DType::i64});
+  for (int64_t i = 0; i < 8; ++i) y.data<int64_t>()[i] = i % 3;
+  for (const std::string& name : metric_loss_names()) {
+    INFO("loss " << name);
+    auto loss = make_metric_loss(name, {.num_classes = 3, .embedding_size = 4, .gen = &gen});
+    const Tensor l = (*loss)(e, y);
+    CHECK(l.dim() == 0);
+    CHECK(std::isfinite(l.item()));
+    const bool class_loss = name == "arcface" || name == "proxyanchor";
+    CHECK(loss->parameters().size() == (class_loss ? 1u : 0u));
+  }
 }
 
 TEST_CASE("metric losses: an unknown name is an error that lists the losses of this build") {
-  CHECK_THROWS_WITH(make_metric_loss("supcon", {}), Catch::Contains("unknown loss 'supcon' (this build has: ntxent)"));
+  CHECK_THROWS_WITH(make_metric_loss("circle", {}),
+                    Catch::Contains("unknown loss 'circle' (this build has: ntxent, supcon, contrastive, triplet, "
+                                    "batch-hard, multisim, arcface, proxyanchor)"));
 }
 
 TEST_CASE("metric losses: a module row trains and saves the module's parameters") {

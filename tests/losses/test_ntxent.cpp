@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/runtime.h"
+#include "metric_loss_testing.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -13,32 +14,18 @@ using ember::autograd::TensorList;
 
 namespace {
 
-Tensor labels_of(std::vector<int64_t> v) { return tensor<int64_t>(v, {int64_t(v.size())}); }
-
-Tensor f64_randn(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, {.dtype = DType::f64}, &g);
-}
+using metric_testing::f64_randn;
+using metric_testing::labels_of;
+using metric_testing::LossAndGrad;
+using metric_testing::TilesGuard;
 
 // PML 2.8.1's NTXentLoss, written out naively over every pair in double: normalise, then per
 // positive pair (i, j) the max-shifted ratio of exp(s_ij / t) to itself plus the negatives of i.
 double reference_ntxent(const Tensor& emb, const Tensor& labels, double t, double small) {
-  const Tensor e = emb.to(DType::f64).contiguous();
-  const int64_t B = e.size(0), D = e.size(1);
-  const double* x = e.data<double>();
+  const metric_testing::NormalizedRows n = metric_testing::normalized_rows(emb);
+  const int64_t B = n.B;
   const int64_t* y = labels.data<int64_t>();
-  std::vector<double> n(size_t(B * D));
-  for (int64_t i = 0; i < B; ++i) {
-    double norm = 0;
-    for (int64_t d = 0; d < D; ++d) norm += x[i * D + d] * x[i * D + d];
-    norm = std::max(std::sqrt(norm), 1e-12);
-    for (int64_t d = 0; d < D; ++d) n[size_t(i * D + d)] = x[i * D + d] / norm;
-  }
-  auto sim = [&](int64_t i, int64_t j) {
-    double s = 0;
-    for (int64_t d = 0; d < D; ++d) s += n[size_t(i * D + d)] * n[size_t(j * D + d)];
-    return s / t;
-  };
+  auto sim = [&](int64_t i, int64_t j) { return n.dot(i, j) / t; };
   double total = 0;
   int64_t positives = 0, negatives = 0;
   for (int64_t i = 0; i < B; ++i)
@@ -59,20 +46,10 @@ double reference_ntxent(const Tensor& emb, const Tensor& labels, double t, doubl
 }
 
 // The loss and the gradient of its embeddings, computed on `device`, returned on the CPU.
-struct LossAndGrad {
-  Tensor loss, grad;
-};
 LossAndGrad loss_and_grad(const Tensor& emb, const Tensor& labels, NTXentOptions o, Device device = Device::cpu()) {
-  Tensor x = emb.to(device).detach().requires_grad_();
-  Tensor loss = ntxent_loss(x, labels.to(device), o);
-  loss.backward();
-  return {loss.cpu(), x.grad().cpu()};
+  return metric_testing::loss_and_grad([o](const Tensor& x, const Tensor& y) { return ntxent_loss(x, y, o); }, emb,
+                                       labels, device);
 }
-
-// Restores the default tiles when a test ends.
-struct TilesGuard {
-  ~TilesGuard() { set_pair_tiles({}); }
-};
 
 }  // namespace
 
