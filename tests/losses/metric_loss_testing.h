@@ -1,6 +1,7 @@
 // What the metric-loss tests (tests/losses/test_<loss>.cpp) share: labels and inputs, PML's
 // normalisation written out in double for the naive references, the loss and gradient of a
-// loss on a device, and a guard that restores the default tiles.
+// loss on a device, the devices to test, and a guard that restores the default tiles.
+// l2_distances.h and class_loss_support.h build on it for the distance and class-weight losses.
 //
 //   const Tensor y = metric_testing::labels_of({0, 1, 0});
 //   const auto n = metric_testing::normalized_rows(emb);       // n[i][d], double
@@ -13,6 +14,7 @@
 #include <functional>
 #include <vector>
 
+#include "cuda/runtime.h"
 #include "support/test_support.h"
 
 namespace ember::metric_testing {
@@ -64,5 +66,12 @@ inline LossAndGrad loss_and_grad(const LossFn& fn, const Tensor& emb, const Tens
 struct TilesGuard {
   ~TilesGuard() { set_pair_tiles({}); }
 };
+
+// The devices a test runs on: the CPU, and cuda where there is one.
+inline std::vector<Device> test_devices() {
+  std::vector<Device> devices = {Device::cpu()};
+  if (cuda::is_available()) devices.push_back(Device::cuda());
+  return devices;
+}
 
 }  // namespace ember::metric_testing
