@@ -18,6 +18,8 @@ using metric_testing::f64_randn;
 using metric_testing::labels_of;
 using metric_testing::LossAndGrad;
 using metric_testing::TilesGuard;
+using metric_testing::check_cuda_matches_cpu;
+using metric_testing::check_zero_loss;
 
 // PML 2.8.1's NTXentLoss, written out naively over every pair in double: normalise, then per
 // positive pair (i, j) the max-shifted ratio of exp(s_ij / t) to itself plus the negatives of i.
@@ -106,15 +108,7 @@ TEST_CASE("ntxent_loss: streamed tiles equal one whole tile, whatever the tile s
 TEST_CASE("ntxent_loss: cuda equals the CPU, f64 and f32", "[losses][ntxent][cuda]") {
   if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
   const Tensor y = labels_of({0, 1, 2, 0, 1, 2, 0, 3, 1, 2, 0, 0});
-  for (DType dtype : {DType::f64, DType::f32}) {
-    INFO(dtype_name(dtype));
-    const Tensor emb = f64_randn({12, 7}, 9).to(dtype);
-    const LossAndGrad cpu = loss_and_grad(emb, y, {});
-    const LossAndGrad gpu = loss_and_grad(emb, y, {}, Device::cuda());
-    const double tol = dtype == DType::f64 ? 1e-10 : 1e-4;
-    test::check_close(gpu.loss, cpu.loss, tol, tol);
-    test::check_close(gpu.grad, cpu.grad, tol, tol);
-  }
+  check_cuda_matches_cpu([](const Tensor& x, const Tensor& y) { return ntxent_loss(x, y); }, y);
   test::require_gradcheck([&](const TensorList& in) { return ntxent_loss(in[0], y.cuda(), {.temperature = 0.5}); },
                           {f64_randn({12, 3}, 4).cuda()});
 }
@@ -128,13 +122,7 @@ TEST_CASE("ntxent_loss: nothing to average gives 0 and exactly zero gradients", 
                {"all singletons: no positive pair", {0, 1, 2, 3}}};
   for (const auto& c : cases) {
     INFO(c.what);
-    std::vector<Device> devices = {Device::cpu()};
-    if (cuda::is_available()) devices.push_back(Device::cuda());
-    for (Device device : devices) {
-      const LossAndGrad r = loss_and_grad(emb, labels_of(c.labels), {}, device);
-      CHECK(r.loss.item() == 0.0);
-      CHECK(max(abs(r.grad)).item() == 0.0);
-    }
+    check_zero_loss([](const Tensor& x, const Tensor& y) { return ntxent_loss(x, y); }, emb, labels_of(c.labels));
   }
   // One sample, and an empty batch.
   CHECK(ntxent_loss(f64_randn({1, 3}, 1), labels_of({0})).item() == 0.0);
