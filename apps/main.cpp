@@ -11,6 +11,7 @@
 #include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
+#include "apps/data_command.h"
 #include "apps/demo.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
@@ -57,6 +58,9 @@ struct CommandLine {
   std::string bench_losses_device = "cpu";
   ember::bench::BenchLossesOptions bench_losses_options;
   bool no_capacity = false;
+
+  CLI::App* data_image_folder = nullptr;
+  ember::apps::ImageFolderExport image_folder_export;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -192,6 +196,18 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   add_bench_losses_options(*cl.bench_losses, cl);
 }
 
+void add_data_commands(CLI::App& app, CommandLine& cl) {
+  CLI::App* data = app.add_subcommand("data", "Data set tools");
+  data->require_subcommand(1);
+  cl.data_image_folder = data->add_subcommand(
+      "image-folder", "Write MNIST / Fashion-MNIST as PNG folders OUT/train/<class>/<index>.png and OUT/val/...");
+  ember::apps::ImageFolderExport& o = cl.image_folder_export;
+  cl.data_image_folder->add_option("--dataset", o.dataset, "mnist or fashion-mnist")
+      ->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  cl.data_image_folder->add_option("--data", o.data, "folder with the four IDX files (default: data/<dataset>)");
+  cl.data_image_folder->add_option("OUT", o.out, "output folder")->required();
+}
+
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
 // has printed the message); nothing when the command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -264,6 +280,8 @@ int run_command(const CommandLine& cl) {
     ember::bench::bench_losses(std::cout, std::cerr, options);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);
+  } else if (*cl.data_image_folder) {
+    ember::apps::export_image_folder(cl.image_folder_export, std::cerr);
   }
   return 0;
 }
@@ -287,6 +305,7 @@ int main(int argc, char** argv) {
   add_demo_command(app, cl);
   add_train_commands(app, cl);
   add_bench_commands(app, cl);
+  add_data_commands(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
   if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);
