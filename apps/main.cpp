@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "apps/bench/bench_allocator.h"
+#include "apps/bench/bench_image_loader.h"
 #include "apps/bench/bench_kernels.h"
 #include "apps/bench/bench_losses.h"
 #include "apps/bench/bench_matmul.h"
@@ -61,6 +62,9 @@ struct CommandLine {
 
   CLI::App* data_image_folder = nullptr;
   ember::apps::ImageFolderExport image_folder_export;
+
+  CLI::App* bench_image_loader = nullptr;
+  ember::bench::BenchImageLoaderOptions bench_image_loader_options;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -208,6 +212,24 @@ void add_data_commands(CLI::App& app, CommandLine& cl) {
   cl.data_image_folder->add_option("OUT", o.out, "output folder")->required();
 }
 
+// `ember bench image-loader`, registered under the existing `bench` command.
+void add_bench_image_loader_command(CLI::App& app, CommandLine& cl) {
+  ember::bench::BenchImageLoaderOptions& o = cl.bench_image_loader_options;
+  cl.bench_image_loader = app.get_subcommand("bench")->add_subcommand(
+      "image-loader", "images/s that the DataLoader decodes and augments from an image folder, per worker count");
+  cl.bench_image_loader->add_option("--folder", o.folder, "an image folder root/<class>/<file>")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cl.bench_image_loader->add_option("--workers", o.workers, "worker counts (default 1,2,4)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  cl.bench_image_loader->add_option("--size", o.size, "crop side (default 224)")->check(CLI::Range(1, 4096));
+  cl.bench_image_loader->add_option("--batches", o.batches, "timed batches per run (default 20)")
+      ->check(CLI::Range(1, 100000));
+  cl.bench_image_loader->add_option("--rounds", o.rounds, "alternating rounds; the best is reported (default 3)")
+      ->check(CLI::Range(1, 100));
+}
+
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
 // has printed the message); nothing when the command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -282,6 +304,8 @@ int run_command(const CommandLine& cl) {
     ember::bench_allocator(std::cout);
   } else if (*cl.data_image_folder) {
     ember::apps::export_image_folder(cl.image_folder_export, std::cerr);
+  } else if (*cl.bench_image_loader) {
+    ember::bench::bench_image_loader(cl.bench_image_loader_options, std::cout);
   }
   return 0;
 }
@@ -306,6 +330,7 @@ int main(int argc, char** argv) {
   add_train_commands(app, cl);
   add_bench_commands(app, cl);
   add_data_commands(app, cl);
+  add_bench_image_loader_command(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
   if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);

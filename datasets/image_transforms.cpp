@@ -68,6 +68,16 @@ void resize_pixels(const T* src, const ImageDims& in, float* dst, int64_t out_h,
   }
 }
 
+// (H, W, 3) pixels to (3, H, W): ToTensor's divide, then Normalize's subtract and divide, in f32
+// as torchvision does them.
+template <class T>
+void normalize_pixels(const T* in, int64_t plane, const ImageNormalization& norm, float* dst) {
+  for (int64_t c = 0; c < 3; ++c) {
+    const float mean = float(norm.mean[size_t(c)]), std = float(norm.std[size_t(c)]);
+    for (int64_t i = 0; i < plane; ++i) dst[c * plane + i] = (float(in[i * 3 + c]) / 255.0f - mean) / std;
+  }
+}
+
 }  // namespace
 
 CropBox random_resized_crop_box(int64_t height, int64_t width, Generator& rng, const RandomResizedCropOptions& o) {
@@ -110,7 +120,16 @@ Tensor crop(const Tensor& image, const CropBox& box) {
                   box.left + box.width <= d.width,
               "crop: the box (top ", box.top, ", left ", box.left, ", ", box.height, "x", box.width,
               ") is not inside the ", d.height, "x", d.width, " image");
-  return image.narrow(0, box.top, box.height).narrow(1, box.left, box.width).contiguous();
+  // Row copies on this thread: transforms run on the loader's workers, and the op layer's copy
+  // would queue on the shared parallel pool from every worker at once.
+  const Tensor src = image.contiguous();
+  Tensor out = Tensor::empty({box.height, box.width, d.channels}, {.dtype = src.dtype()});
+  const size_t pixel = size_t(d.channels) * dtype_size(src.dtype()), row = size_t(box.width) * pixel;
+  const auto* in = static_cast<const uint8_t*>(src.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t y = 0; y < box.height; ++y)
+    std::copy_n(in + (size_t(box.top + y) * size_t(d.width) + size_t(box.left)) * pixel, row, dst + size_t(y) * row);
+  return out;
 }
 
 Tensor center_crop(const Tensor& image, int64_t crop_height, int64_t crop_width) {
@@ -161,16 +180,10 @@ Tensor to_tensor_normalized(const Tensor& image, const ImageNormalization& norm)
   EMBER_CHECK(d.channels == 3, "to_tensor_normalized: expected 3 channels (RGB) to match the 3 means and stds, got ",
               d.channels);
   for (double s : norm.std) EMBER_CHECK(s > 0, "to_tensor_normalized: every std must be > 0, got ", s);
-  const Tensor src = image.contiguous().to(DType::f32);
-  const float* in = src.data<float>();
+  const Tensor src = image.contiguous();
   Tensor out = Tensor::empty({3, d.height, d.width});
-  float* dst = out.data<float>();
-  const int64_t plane = d.height * d.width;
-  for (int64_t c = 0; c < 3; ++c) {
-    const float mean = float(norm.mean[size_t(c)]), std = float(norm.std[size_t(c)]);
-    // ToTensor's divide, then Normalize's subtract and divide, in f32 as torchvision does them.
-    for (int64_t i = 0; i < plane; ++i) dst[c * plane + i] = (in[i * 3 + c] / 255.0f - mean) / std;
-  }
+  if (src.dtype() == DType::u8) normalize_pixels(src.data<uint8_t>(), d.height * d.width, norm, out.data<float>());
+  else normalize_pixels(src.data<float>(), d.height * d.width, norm, out.data<float>());
   return out;
 }
 
