@@ -228,6 +228,9 @@ void add_bench_image_loader_command(CLI::App& app, CommandLine& cl) {
       ->check(CLI::Range(1, 100000));
   cl.bench_image_loader->add_option("--rounds", o.rounds, "alternating rounds; the best is reported (default 3)")
       ->check(CLI::Range(1, 100));
+  cl.bench_image_loader->add_option("--bad-images", o.bad_images, "a file that does not decode: fail (default) or "
+                                                                  "skip (report it once, use the next image)")
+      ->check(CLI::IsMember({"fail", "skip"}));
 }
 
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11

@@ -30,7 +30,8 @@ double images_per_second(const std::shared_ptr<const ImageFolder>& data, const B
 }  // namespace
 
 void bench_image_loader(const BenchImageLoaderOptions& o, std::ostream& out) {
-  auto data = std::make_shared<const ImageFolder>(o.folder, ImageFolderOptions{.transform = train_transform({.size = o.size})});
+  auto data = std::make_shared<const ImageFolder>(o.folder, ImageFolderOptions{.transform = train_transform({.size = o.size}),
+                                                                                .bad_images = parse_bad_images(o.bad_images)});
   out << "image loader: " << o.folder << " (" << data->size() << " images, " << data->classes().size()
       << " classes), RandomResizedCrop " << o.size << " + flip + normalise, batch " << o.batch_size << ", "
       << o.batches << " batches timed, best of " << o.rounds << " alternating rounds\n";

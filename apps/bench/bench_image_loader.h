@@ -23,6 +23,7 @@ struct BenchImageLoaderOptions {
   int64_t batch_size = 64;
   int64_t batches = 20;      // timed batches per run (after one untimed)
   int rounds = 3;
+  std::string bad_images = "fail";  // --bad-images: fail or skip (Note [Bad images])
 };
 
 void bench_image_loader(const BenchImageLoaderOptions& options, std::ostream& out);
