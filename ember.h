@@ -17,6 +17,8 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "datasets/data_loader.h"
+#include "datasets/image_folder.h"
+#include "datasets/png_write.h"
 #include "datasets/tensor_dataset.h"
 #include "losses/losses.h"
 #include "nn/nn.h"

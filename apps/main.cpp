@@ -6,11 +6,13 @@
 #include <optional>
 
 #include "apps/bench/bench_allocator.h"
+#include "apps/bench/bench_image_loader.h"
 #include "apps/bench/bench_kernels.h"
 #include "apps/bench/bench_losses.h"
 #include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
+#include "apps/data_command.h"
 #include "apps/demo.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
@@ -57,6 +59,12 @@ struct CommandLine {
   std::string bench_losses_device = "cpu";
   ember::bench::BenchLossesOptions bench_losses_options;
   bool no_capacity = false;
+
+  CLI::App* data_image_folder = nullptr;
+  ember::apps::ImageFolderExport image_folder_export;
+
+  CLI::App* bench_image_loader = nullptr;
+  ember::bench::BenchImageLoaderOptions bench_image_loader_options;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -192,6 +200,39 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   add_bench_losses_options(*cl.bench_losses, cl);
 }
 
+void add_data_commands(CLI::App& app, CommandLine& cl) {
+  CLI::App* data = app.add_subcommand("data", "Data set tools");
+  data->require_subcommand(1);
+  cl.data_image_folder = data->add_subcommand(
+      "image-folder", "Write MNIST / Fashion-MNIST as PNG folders OUT/train/<class>/<index>.png and OUT/val/...");
+  ember::apps::ImageFolderExport& o = cl.image_folder_export;
+  cl.data_image_folder->add_option("--dataset", o.dataset, "mnist or fashion-mnist")
+      ->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  cl.data_image_folder->add_option("--data", o.data, "folder with the four IDX files (default: data/<dataset>)");
+  cl.data_image_folder->add_option("OUT", o.out, "output folder")->required();
+}
+
+// `ember bench image-loader`, registered under the existing `bench` command.
+void add_bench_image_loader_command(CLI::App& app, CommandLine& cl) {
+  ember::bench::BenchImageLoaderOptions& o = cl.bench_image_loader_options;
+  cl.bench_image_loader = app.get_subcommand("bench")->add_subcommand(
+      "image-loader", "images/s that the DataLoader decodes and augments from an image folder, per worker count");
+  cl.bench_image_loader->add_option("--folder", o.folder, "an image folder root/<class>/<file>")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cl.bench_image_loader->add_option("--workers", o.workers, "worker counts (default 1,2,4)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  cl.bench_image_loader->add_option("--size", o.size, "crop side (default 224)")->check(CLI::Range(1, 4096));
+  cl.bench_image_loader->add_option("--batches", o.batches, "timed batches per run (default 20)")
+      ->check(CLI::Range(1, 100000));
+  cl.bench_image_loader->add_option("--rounds", o.rounds, "alternating rounds; the best is reported (default 3)")
+      ->check(CLI::Range(1, 100));
+  cl.bench_image_loader->add_option("--bad-images", o.bad_images, "a file that does not decode: fail (default) or "
+                                                                  "skip (report it once, use the next image)")
+      ->check(CLI::IsMember({"fail", "skip"}));
+}
+
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
 // has printed the message); nothing when the command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -264,6 +305,10 @@ int run_command(const CommandLine& cl) {
     ember::bench::bench_losses(std::cout, std::cerr, options);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);
+  } else if (*cl.data_image_folder) {
+    ember::apps::export_image_folder(cl.image_folder_export, std::cerr);
+  } else if (*cl.bench_image_loader) {
+    ember::bench::bench_image_loader(cl.bench_image_loader_options, std::cout);
   }
   return 0;
 }
@@ -287,6 +332,8 @@ int main(int argc, char** argv) {
   add_demo_command(app, cl);
   add_train_commands(app, cl);
   add_bench_commands(app, cl);
+  add_data_commands(app, cl);
+  add_bench_image_loader_command(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
   if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);

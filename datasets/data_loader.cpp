@@ -22,14 +22,44 @@ std::vector<int64_t> random_permutation(int64_t n, Generator& gen) {
   return order;
 }
 
-DataLoader::DataLoader(std::shared_ptr<const TensorDataset> data, DataLoaderOptions options)
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Philox blocks each sample's stream may use before it would reach the next sample's; an
+// augmentation draws a few dozen words (RandomResizedCrop's 10 attempts, a flip).
+constexpr uint64_t kBlocksPerSample = uint64_t(1) << 20;
+
+// The shape of `t` with `rows` prepended.
+Shape stacked_shape(int64_t rows, const Tensor& t) {
+  Shape shape{rows};
+  shape.insert(shape.end(), t.shape().begin(), t.shape().end());
+  return shape;
+}
+
+}  // namespace
+
+Generator sample_generator(uint64_t seed, int64_t epoch, int64_t position) {
+  // A key per (seed, epoch) and a counter range per position: distinct streams for every draw.
+  Generator gen(splitmix64(seed ^ splitmix64(uint64_t(epoch))));
+  gen.set_state(gen.seed(), uint64_t(position) * kBlocksPerSample);
+  return gen;
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> data, DataLoaderOptions options)
     : data_(std::move(data)), options_(std::move(options)), gen_(options_.seed) {
   EMBER_CHECK(data_ != nullptr, "DataLoader: got a null dataset");
   EMBER_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be > 0, got ", options_.batch_size);
   EMBER_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", options_.prefetch);
+  EMBER_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1, got ", options_.workers);
 }
 
-DataLoader::~DataLoader() { stop_worker(); }
+DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::size() const {
   const int64_t n = options_.sampler ? options_.sampler->length() : data_->size(), b = options_.batch_size;
@@ -54,7 +84,7 @@ void DataLoader::draw_order() {
 }
 
 void DataLoader::start_epoch() {
-  stop_worker();
+  stop_workers();
   draw_order();
   ++epoch_;
   cursor_ = 0;
@@ -69,77 +99,100 @@ DataLoader::Iterator DataLoader::begin() {
 Batch DataLoader::assemble(int64_t batch_index) const {
   const int64_t start = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, int64_t(order_.size()) - start);
-  auto gather = [&](const Tensor& rows) {
-    Shape shape = rows.shape();
-    shape[0] = count;
-    Tensor out = Tensor::empty(shape, {.dtype = rows.dtype()});
-    const size_t row_bytes = rows.size(0) == 0 ? 0 : rows.nbytes() / size_t(rows.size(0));
-    const auto* src = static_cast<const uint8_t*>(rows.raw_data());
-    auto* dst = static_cast<uint8_t*>(out.raw_data());
-    for (int64_t i = 0; i < count; ++i)
-      std::memcpy(dst + size_t(i) * row_bytes, src + size_t(order_[size_t(start + i)]) * row_bytes, row_bytes);
-    return out;
+  Batch batch;
+  // Copies one sample's tensor into row `row` of the batch tensor `out`, allocated from the
+  // first sample's shape; every later sample must match it.
+  auto place = [&](Tensor& out, const Tensor& value, int64_t row, int64_t index, const char* role) {
+    EMBER_CHECK(value.defined() && value.is_cpu(), "DataLoader: sample ", index, "'s ", role,
+                " must be a defined CPU tensor");
+    if (row == 0) out = Tensor::empty(stacked_shape(count, value), {.dtype = value.dtype()});
+    const Shape first(out.shape().begin() + 1, out.shape().end());
+    EMBER_CHECK(value.shape() == first && value.dtype() == out.dtype(), "DataLoader: sample ", index, " (row ", row,
+                " of batch ", batch_index, ") has ", role, " ", shape_str(value.shape()), " ", dtype_name(value.dtype()),
+                ", but the batch's first sample has ", shape_str(first), " ", dtype_name(out.dtype()),
+                "; the samples of a batch must have equal shapes (resize or crop images to one size)");
+    const Tensor dense = value.contiguous();
+    std::memcpy(static_cast<uint8_t*>(out.raw_data()) + size_t(row) * dense.nbytes(), dense.raw_data(), dense.nbytes());
   };
-  Batch batch{gather(data_->inputs()), gather(data_->targets())};
+  for (int64_t row = 0; row < count; ++row) {
+    const int64_t position = start + row, index = order_[size_t(position)];
+    Generator rng = sample_generator(gen_.seed(), epoch_, position);
+    const Sample sample = data_->get(index, rng);
+    place(batch.inputs, sample.input, row, index, "input");
+    place(batch.targets, sample.target, row, index, "target");
+  }
   if (options_.transform) options_.transform(batch);
   return batch;
 }
 
-void DataLoader::start_worker() {
-  stop_ = false;
-  worker_ = std::thread([this, first = cursor_] {
-    for (int64_t b = first; b < size(); ++b) {
-      Slot slot;
-      try {
-        slot.batch = assemble(b);
-      } catch (...) {
-        slot.error = std::current_exception();
-      }
+void DataLoader::work() {
+  for (;;) {
+    int64_t b = 0;
+    {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stop_ || int64_t(queue_.size()) < options_.prefetch; });
-      if (stop_) return;
-      const bool failed = slot.error != nullptr;
-      queue_.push_back(std::move(slot));
-      changed_.notify_all();
-      if (failed) return;
+      changed_.wait(lock, [&] { return stop_ || next_claim_ >= size() || next_claim_ < cursor_ + options_.prefetch; });
+      if (stop_ || next_claim_ >= size()) return;
+      b = next_claim_++;
     }
-  });
+    Slot slot;
+    try {
+      slot.batch = assemble(b);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    if (stop_) return;
+    ready_.emplace(b, std::move(slot));
+    changed_.notify_all();
+  }
 }
 
-void DataLoader::stop_worker() {
-  if (!worker_.joinable()) return;
+void DataLoader::start_workers() {
+  stop_ = false;
+  next_claim_ = cursor_;
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { work(); });
+}
+
+void DataLoader::stop_workers() {
+  if (workers_.empty()) return;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   changed_.notify_all();
-  worker_.join();
-  queue_.clear();
+  for (std::thread& worker : workers_) worker.join();
+  workers_.clear();
+  ready_.clear();
   stop_ = false;
 }
 
 std::optional<Batch> DataLoader::next() {
   if (epoch_ == 0 || (cursor_ == size() && end_reported_)) start_epoch();
   if (cursor_ == size()) {
-    stop_worker();
+    stop_workers();
     end_reported_ = true;
     return std::nullopt;
   }
-  if (options_.prefetch == 0) return assemble(cursor_++);
-  if (!worker_.joinable()) start_worker();
+  if (options_.prefetch == 0) {
+    Batch batch = assemble(cursor_);
+    ++cursor_;
+    return batch;
+  }
+  if (workers_.empty()) start_workers();
   Slot slot;
   {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return !queue_.empty(); });
-    slot = std::move(queue_.front());
-    queue_.pop_front();
+    changed_.wait(lock, [&] { return ready_.count(cursor_) > 0; });
+    auto it = ready_.find(cursor_);
+    slot = std::move(it->second);
+    ready_.erase(it);
+    if (!slot.error) ++cursor_;  // lets the workers claim one more batch
   }
   changed_.notify_all();
   if (slot.error) {
-    stop_worker();  // the worker has exited; join it so the loader can be reused or destroyed
+    stop_workers();  // the batch is assembled again by the next call
     std::rethrow_exception(slot.error);
   }
-  ++cursor_;
   return std::move(slot.batch);
 }
 
@@ -151,7 +204,7 @@ void DataLoader::set_state(const DataLoaderState& s) {
   EMBER_CHECK(s.epoch >= 0 && s.batch >= 0 && s.batch <= size() && (s.epoch > 0 || s.batch == 0),
               "DataLoader::set_state: batch ", s.batch, " of epoch ", s.epoch, " does not exist (", size(),
               " batches per epoch)");
-  stop_worker();
+  stop_workers();
   gen_.set_state(s.seed, s.offset);
   epoch_ = s.epoch;
   cursor_ = s.batch;

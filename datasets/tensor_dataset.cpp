@@ -43,6 +43,11 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
               " samples but targets have ", targets_.size(0));
 }
 
+Sample TensorDataset::get(int64_t index, Generator&) const {
+  EMBER_CHECK(index >= 0 && index < size(), "TensorDataset::get: sample ", index, " of ", size(), " does not exist");
+  return {inputs_.select(0, index), targets_.select(0, index)};
+}
+
 MnistDataset::MnistDataset(const MnistSplit& split, MnistNormalization norm)
     : TensorDataset(mnist_images(split.images, norm), mnist_labels(split.labels, split.images.dims.empty() ? -1 : split.images.dims[0])) {}
 

@@ -8,17 +8,19 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "datasets/dataset.h"
 #include "datasets/mnist.h"
 
 namespace ember {
 
-class TensorDataset {
+// get(i) returns views of row i (no copy); the rng is not used.
+class TensorDataset : public Dataset {
  public:
   // Both CPU and contiguous with the same size along dim 0 (copied to contiguous if needed).
   TensorDataset(Tensor inputs, Tensor targets);
-  virtual ~TensorDataset() = default;
 
-  int64_t size() const { return inputs_.size(0); }
+  int64_t size() const override { return inputs_.size(0); }
+  Sample get(int64_t index, Generator& rng) const override;
   const Tensor& inputs() const { return inputs_; }
   const Tensor& targets() const { return targets_; }
 

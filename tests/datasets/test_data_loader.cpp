@@ -176,3 +176,17 @@ TEST_CASE("data_loader: random_permutation is a permutation and depends on the g
   CHECK(std::adjacent_find(p.begin(), p.end()) == p.end());
   CHECK(random_permutation(0, g).empty());
 }
+
+TEST_CASE("data_loader: a TensorDataset's batches are its rows, whatever the workers and prefetch") {
+  // The rows in the permutation's order, bitwise: what the loader gathered before it read
+  // datasets through get() (Note [Prefetch]).
+  DataLoader reference(numbered(37), {.batch_size = 8, .seed = 4, .prefetch = 0});
+  const auto expected = epoch_ids(reference);
+  Generator gen(4);
+  CHECK(flat(expected) == random_permutation(37, gen));
+  for (int workers : {1, 3})
+    for (int prefetch : {1, 4}) {
+      DataLoader loader(numbered(37), {.batch_size = 8, .seed = 4, .prefetch = prefetch, .workers = workers});
+      CHECK(epoch_ids(loader) == expected);
+    }
+}
