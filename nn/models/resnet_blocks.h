@@ -20,8 +20,9 @@ namespace ember {
 // x, residual: (N, C, H, W), s: (N, C) -> relu(x * s[n, c] + residual), the SE block's tail.
 Tensor se_tail(const Tensor& x, const Tensor& s, const Tensor& residual);
 
-// Convolution without bias, Kaiming-normal (fan-out, ReLU gain) as NVIDIA's ResNets (and
-// torchvision's) initialise it: std = sqrt(2 / (Cout * kH * kW)).
+// Convolution without bias, Kaiming-normal (fan-out, ReLU gain): std = sqrt(2 / (Cout * kH * kW)),
+// as torchvision's ResNets and NVIDIA's with --conv_init fan_out (its default is fan_in; issue #17
+// asks for fan-out).
 std::shared_ptr<Conv2d> resnet_conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
                                     Generator* gen);
 // BatchNorm2d with eps 1e-5, momentum 0.1, weight 1, bias 0.
