@@ -1,4 +1,5 @@
-// The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`.
+// The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`,
+// `ember models`.
 // Usage errors (unknown flag, bad value) print one line and exit with status 2; failures while
 // running print "ember: error: ..." and exit with status 1.
 #include <CLI/CLI.hpp>
@@ -14,11 +15,13 @@
 #include "apps/bench/bench_ops.h"
 #include "apps/data_command.h"
 #include "apps/demo.h"
+#include "apps/models_command.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "nn/models/zoo.h"
 
 namespace {
 
@@ -65,6 +68,8 @@ struct CommandLine {
 
   CLI::App* bench_image_loader = nullptr;
   ember::bench::BenchImageLoaderOptions bench_image_loader_options;
+  CLI::App* models = nullptr;
+  ember::apps::ModelsOptions models_options;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -233,6 +238,29 @@ void add_bench_image_loader_command(CLI::App& app, CommandLine& cl) {
       ->check(CLI::IsMember({"fail", "skip"}));
 }
 
+// `ember models [NAME [--image-size S] [--classes C]]`; an unknown NAME is a usage error that
+// lists the known ones.
+void add_models_command(CLI::App& app, CommandLine& cl) {
+  ember::apps::ModelsOptions& o = cl.models_options;
+  cl.models = app.add_subcommand("models", "List every model with parameters and MACs, or print one model's "
+                                           "summary (layers, output shapes, parameters, MACs)");
+  CLI::Option* name =
+      cl.models->add_option("name", o.name, "a model to summarise")
+          ->check(CLI::Validator(
+              [](std::string& model) -> std::string {
+                for (const ember::ModelEntry& m : ember::model_zoo())
+                  if (m.name == model) return "";
+                return "'" + model + "' is not a model of this build (it has: " + ember::model_names() + ")";
+              },
+              "MODEL"));
+  cl.models->add_option("--image-size", o.image_size, "input height and width (default: the model's)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
+      ->needs(name);
+  cl.models->add_option("--classes", o.classes, "outputs of the classifier (default: the model's)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->needs(name);
+}
+
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
 // has printed the message); nothing when the command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -309,6 +337,9 @@ int run_command(const CommandLine& cl) {
     ember::apps::export_image_folder(cl.image_folder_export, std::cerr);
   } else if (*cl.bench_image_loader) {
     ember::bench::bench_image_loader(cl.bench_image_loader_options, std::cout);
+  } else if (*cl.models) {
+    if (cl.models_options.name.empty()) ember::apps::list_models(std::cout);
+    else ember::apps::print_model_summary(cl.models_options, std::cout);
   }
   return 0;
 }
@@ -334,6 +365,7 @@ int main(int argc, char** argv) {
   add_bench_commands(app, cl);
   add_data_commands(app, cl);
   add_bench_image_loader_command(app, cl);
+  add_models_command(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
   if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);
