@@ -1,4 +1,5 @@
-// The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`.
+// The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`,
+// `ember models`.
 // Usage errors (unknown flag, bad value) print one line and exit with status 2; failures while
 // running print "ember: error: ..." and exit with status 1.
 #include <CLI/CLI.hpp>
@@ -12,11 +13,13 @@
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/demo.h"
+#include "apps/models_command.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "nn/models/zoo.h"
 
 namespace {
 
@@ -57,6 +60,9 @@ struct CommandLine {
   std::string bench_losses_device = "cpu";
   ember::bench::BenchLossesOptions bench_losses_options;
   bool no_capacity = false;
+
+  CLI::App* models = nullptr;
+  ember::apps::ModelsOptions models_options;
 };
 
 void add_global_options(CLI::App& app, CommandLine& cl) {
@@ -192,6 +198,29 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   add_bench_losses_options(*cl.bench_losses, cl);
 }
 
+// `ember models [NAME [--image-size S] [--classes C]]`; an unknown NAME is a usage error that
+// lists the known ones.
+void add_models_command(CLI::App& app, CommandLine& cl) {
+  ember::apps::ModelsOptions& o = cl.models_options;
+  cl.models = app.add_subcommand("models", "List every model with parameters and MACs, or print one model's "
+                                           "summary (layers, output shapes, parameters, MACs)");
+  CLI::Option* name =
+      cl.models->add_option("name", o.name, "a model to summarise")
+          ->check(CLI::Validator(
+              [](std::string& model) -> std::string {
+                for (const ember::ModelEntry& m : ember::model_zoo())
+                  if (m.name == model) return "";
+                return "'" + model + "' is not a model of this build (it has: " + ember::model_names() + ")";
+              },
+              "MODEL"));
+  cl.models->add_option("--image-size", o.image_size, "input height and width (default: the model's)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
+      ->needs(name);
+  cl.models->add_option("--classes", o.classes, "outputs of the classifier (default: the model's)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->needs(name);
+}
+
 // The exit status when parsing ends the program: 0 after --help, 2 after a usage error (CLI11
 // has printed the message); nothing when the command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
@@ -264,6 +293,9 @@ int run_command(const CommandLine& cl) {
     ember::bench::bench_losses(std::cout, std::cerr, options);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);
+  } else if (*cl.models) {
+    if (cl.models_options.name.empty()) ember::apps::list_models(std::cout);
+    else ember::apps::print_model_summary(cl.models_options, std::cout);
   }
   return 0;
 }
@@ -287,6 +319,7 @@ int main(int argc, char** argv) {
   add_demo_command(app, cl);
   add_train_commands(app, cl);
   add_bench_commands(app, cl);
+  add_models_command(app, cl);
   if (const std::optional<int> status = parse_command_line(app, argc, argv)) return *status;
   if (const std::optional<int> status = check_flag_combinations(cl)) return *status;
   return run_reporting_errors(cl);

@@ -33,6 +33,11 @@ Tensor Conv2d::forward_activated(const Tensor& x, Activation act) {
   return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups, act);
 }
 
+int64_t Conv2d::macs(const Shape& output_shape) const {
+  const int64_t per_output = (options_.in / options_.groups) * options_.kernel.h * options_.kernel.w;
+  return numel_of(output_shape) * per_output;
+}
+
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_, stride_, padding_); }
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_, stride_, padding_); }
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size_); }

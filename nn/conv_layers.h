@@ -32,6 +32,8 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& x) override;
   bool fuses_activation() const override { return true; }
   Tensor forward_activated(const Tensor& x, Activation act) override;
+  // N*Cout*Ho*Wo * (Cin/groups)*kH*kW (Note [Counting MACs] in nn/module.h).
+  int64_t macs(const Shape& output_shape) const override;
   void reset_parameters(Generator* gen = nullptr);
   const Conv2dOptions& options() const { return options_; }
   Tensor& weight() { return weight_; }

@@ -19,6 +19,8 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) override;
   bool fuses_activation() const override { return true; }
   Tensor forward_activated(const Tensor& x, Activation act) override;
+  // N*in*out for an output (N..., out) (Note [Counting MACs] in nn/module.h).
+  int64_t macs(const Shape& output_shape) const override { return numel_of(output_shape) * in_features_; }
   void reset_parameters(Generator* gen = nullptr);
 
   int64_t in_features() const { return in_features_; }

@@ -13,8 +13,18 @@ namespace ember {
 
 namespace {
 
-// Output shapes recorded by Module::operator() while summary() runs its forward pass.
-thread_local std::map<const Module*, Shape>* summary_recorder = nullptr;
+// What Module::operator() records while profile() runs its forward pass.
+struct CallRecord {
+  Shape output_shape;  // of the last call
+  int64_t macs = 0;    // of all calls
+};
+thread_local std::map<const Module*, CallRecord>* summary_recorder = nullptr;
+
+void record_call(const Module& m, const Shape& output_shape) {
+  CallRecord& r = (*summary_recorder)[&m];
+  r.output_shape = output_shape;
+  r.macs += m.macs(output_shape);
+}
 
 template <class Fn>
 void visit(const Module& m, const std::string& prefix, const Fn& fn) {
@@ -26,13 +36,16 @@ void visit(const Module& m, const std::string& prefix, const Fn& fn) {
 
 Tensor Module::operator()(const Tensor& x) {
   Tensor y = forward(x);
-  if (summary_recorder) (*summary_recorder)[this] = y.shape();
+  if (summary_recorder) record_call(*this, y.shape());
   return y;
 }
 
 Tensor Module::call_activated(const Tensor& x, Module& activation_module, Activation act) {
   Tensor y = forward_activated(x, act);
-  if (summary_recorder) (*summary_recorder)[this] = (*summary_recorder)[&activation_module] = y.shape();
+  if (summary_recorder) {
+    record_call(*this, y.shape());
+    record_call(activation_module, y.shape());
+  }
   return y;
 }
 
@@ -122,6 +135,29 @@ void move_in_place(const Tensor& t, Device device) {
 }
 }  // namespace
 
+namespace {
+// See Note [Parameter identity]: the handle stays, its storage and dtype change.
+void convert_in_place(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype || !is_floating(t.dtype())) return;
+  Tensor converted = t.detach().to(dtype);
+  TensorImpl& impl = t.impl();
+  impl.storage = converted.impl().storage;
+  impl.strides = converted.strides();
+  impl.offset = converted.offset();
+  impl.dtype = dtype;
+  if (Tensor g = t.grad(); g.defined()) t.set_grad(g.to(dtype));
+}
+}  // namespace
+
+void Module::to(DType dtype) {
+  EMBER_CHECK(is_floating(dtype), type_name_, ".to: expected a floating dtype, got ", dtype_name(dtype));
+  autograd::NoGradGuard no_grad;
+  visit(*this, "", [&](const Module& m, const std::string&) {
+    for (const auto& [name, p] : m.parameters_) convert_in_place(p, dtype);
+    for (const auto& [name, b] : m.buffers_) convert_in_place(b, dtype);
+  });
+}
+
 void Module::to(Device device) {
   autograd::NoGradGuard no_grad;
   visit(*this, "", [&](const Module& m, const std::string&) {
@@ -175,49 +211,90 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
-std::string Module::summary(const Shape& input_shape) {
-  std::map<const Module*, Shape> shapes;
+Module::Profile Module::profile(const Shape& input_shape) {
+  std::map<const Module*, CallRecord> calls;
   {
     const std::vector<Tensor> params = parameters();
     const Device device = params.empty() ? Device::cpu() : params.front().device();
+    // Note [Summary runs the model]: eval mode for the pass, then every module's own flag back.
+    std::vector<std::pair<Module*, bool>> modes;
+    for (auto& [name, m] : named_modules()) modes.emplace_back(m, m->training_);
+    auto restore = [&] {
+      summary_recorder = nullptr;
+      for (auto& [m, training] : modes) m->training_ = training;
+    };
+    eval();
     autograd::NoGradGuard no_grad;
-    summary_recorder = &shapes;
+    summary_recorder = &calls;
     try {
       (*this)(zeros(input_shape, {.dtype = DType::f32, .device = device}));
     } catch (...) {
-      summary_recorder = nullptr;
+      restore();
       throw;
     }
-    summary_recorder = nullptr;
+    restore();
   }
-  struct Row { std::string name, type, shape, params; };
-  std::vector<Row> rows;
+  Profile profile;
   for (auto& [name, m] : named_modules()) {
     if (!m->named_children().empty()) continue;  // containers: only their leaves are rows
-    auto it = shapes.find(m);
-    rows.push_back({name.empty() ? "(root)" : name, m->type_name(),
-                    it == shapes.end() ? "(not called)" : shape_str(it->second), std::to_string(m->num_parameters())});
+    ProfileRow row{name.empty() ? "(root)" : name, m->type_name(), std::nullopt, m->num_parameters(), 0};
+    if (auto it = calls.find(m); it != calls.end()) {
+      row.output_shape = it->second.output_shape;
+      row.macs = it->second.macs;
+    }
+    profile.total_macs += row.macs;
+    profile.rows.push_back(std::move(row));
   }
-  Row header{"Layer", "Type", "Output shape", "Params"};
-  size_t w[4] = {header.name.size(), header.type.size(), header.shape.size(), header.params.size()};
-  for (const Row& r : rows) {
+  profile.total_params = num_parameters();
+  return profile;
+}
+
+namespace {
+// 8030000000 -> "8,030,000,000".
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-') out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+}  // namespace
+
+std::string Module::summary(const Shape& input_shape) {
+  const Profile profile = this->profile(input_shape);
+  struct Cells { std::string name, type, shape, params, macs; };
+  std::vector<Cells> rows;
+  for (const ProfileRow& r : profile.rows)
+    rows.push_back({r.name, r.type, r.output_shape ? shape_str(*r.output_shape) : "(not called)",
+                    std::to_string(r.params), with_commas(r.macs)});
+  const Cells header{"Layer", "Type", "Output shape", "Params", "MACs"};
+  size_t w[5] = {header.name.size(), header.type.size(), header.shape.size(), header.params.size(),
+                 header.macs.size()};
+  for (const Cells& r : rows) {
     w[0] = std::max(w[0], r.name.size());
     w[1] = std::max(w[1], r.type.size());
     w[2] = std::max(w[2], r.shape.size());
     w[3] = std::max(w[3], r.params.size());
+    w[4] = std::max(w[4], r.macs.size());
   }
   std::ostringstream os;
-  auto line = [&](const Row& r) {
+  auto line = [&](const Cells& r) {
     os << std::left << std::setw(int(w[0])) << r.name << "  " << std::setw(int(w[1])) << r.type << "  "
-       << std::setw(int(w[2])) << r.shape << "  " << std::right << std::setw(int(w[3])) << r.params << "\n";
+       << std::setw(int(w[2])) << r.shape << "  " << std::right << std::setw(int(w[3])) << r.params << "  "
+       << std::setw(int(w[4])) << r.macs << "\n";
   };
-  const std::string rule(w[0] + w[1] + w[2] + w[3] + 6, '-');
+  const std::string rule(w[0] + w[1] + w[2] + w[3] + w[4] + 8, '-');
   os << type_name_ << " summary for input " << shape_str(input_shape) << "\n" << rule << "\n";
   line(header);
   os << rule << "\n";
-  for (const Row& r : rows) line(r);
+  for (const Cells& r : rows) line(r);
   os << rule << "\n";
-  os << "Total parameters: " << num_parameters() << "\n";
+  os << "Total parameters: " << profile.total_params << "\n";
+  os << "Total MACs: " << with_commas(profile.total_macs) << " (" << std::fixed << std::setprecision(2)
+     << double(profile.total_macs) / 1e9 << " GMAC)\n";
+  os << "MACs count convolutions and linear layers only; batch norm, activations, pooling and element-wise ops "
+        "count 0.\n";
   return os.str();
 }
 

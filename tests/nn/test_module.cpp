@@ -153,3 +153,55 @@ TEST_CASE("module: to(cpu) keeps the handles") {
   fc.to(Device::cpu());
   CHECK(fc.weight().shares_storage(w));
 }
+
+TEST_CASE("module: profile counts MACs of convolutions and linear layers, 0 for the rest") {
+  auto net = std::make_shared<Sequential>();
+  net->push_back(std::make_shared<Conv2d>(Conv2dOptions{.in = 4, .out = 8, .kernel = 3, .stride = 2, .padding = 1,
+                                                        .groups = 2}));
+  net->push_back(std::make_shared<BatchNorm2d>(8));
+  net->push_back(std::make_shared<ReLU>());
+  net->push_back(std::make_shared<Flatten>());
+  net->push_back(std::make_shared<Linear>(8 * 4 * 4, 5));
+  net->push_back(std::make_shared<Linear>(5, 5));
+  const Module::Profile p = net->profile({2, 4, 8, 8});
+  REQUIRE(p.rows.size() == 6);
+  // conv: N*Cout*Ho*Wo*(Cin/groups)*kh*kw = 2*8*4*4 * 2*3*3; linear: N*in*out.
+  CHECK(p.rows[0].macs == 2 * 8 * 4 * 4 * 2 * 9);
+  CHECK(p.rows[1].macs == 0);
+  CHECK(p.rows[2].macs == 0);
+  CHECK(p.rows[3].output_shape == Shape{2, 128});
+  CHECK(p.rows[4].macs == 2 * 128 * 5);
+  CHECK(p.rows[5].macs == 2 * 5 * 5);
+  CHECK(p.total_macs == 4608 + 1280 + 50);
+  CHECK(p.total_params == net->num_parameters());
+  const std::string table = net->summary({2, 4, 8, 8});
+  CHECK_THAT(table, Contains("Total MACs: 5,938 (0.00 GMAC)"));
+  CHECK_THAT(table, Contains("batch norm, activations, pooling and element-wise ops count 0"));
+}
+
+TEST_CASE("module: a module called twice counts both calls' MACs") {
+  class Twice : public Module {
+   public:
+    Twice() : Module("Twice") { fc = register_module("fc", std::make_shared<Linear>(3, 3)); }
+    Tensor forward(const Tensor& x) override { return (*fc)((*fc)(x)); }
+    std::shared_ptr<Linear> fc;
+  };
+  Twice net;
+  CHECK(net.profile({4, 3}).total_macs == 2 * 4 * 3 * 3);
+}
+
+TEST_CASE("module: summary runs in eval mode and leaves the modes and running statistics as they were") {
+  auto net = std::make_shared<Sequential>();
+  net->push_back(std::make_shared<Linear>(3, 4));
+  net->push_back(std::make_shared<BatchNorm1d>(4));
+  net->at<Linear>(0).bias().detach().fill_(1.0);
+  net->at<BatchNorm1d>(1).eval();  // mixed modes: the container trains, the batch norm does not
+  net->summary({2, 3});
+  CHECK(net->is_training());
+  CHECK_FALSE(net->at<BatchNorm1d>(1).is_training());
+  net->at<BatchNorm1d>(1).train();
+  net->summary({2, 3});
+  CHECK(net->at<BatchNorm1d>(1).is_training());
+  // In training mode the forward would have moved the running mean towards the bias (1).
+  CHECK(sum(abs(net->at<BatchNorm1d>(1).running_mean())).item() == 0);
+}

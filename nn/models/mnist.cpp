@@ -1,4 +1,4 @@
-#include "nn/models.h"
+#include "nn/models/mnist.h"
 
 #include "core/error.h"
 #include "nn/conv_layers.h"
