@@ -14,6 +14,7 @@
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/data_command.h"
+#include "apps/bench/bench_seresnext.h"
 #include "apps/demo.h"
 #include "apps/models_command.h"
 #include "apps/train/progress.h"
@@ -68,6 +69,9 @@ struct CommandLine {
 
   CLI::App* bench_image_loader = nullptr;
   ember::bench::BenchImageLoaderOptions bench_image_loader_options;
+  CLI::App* bench_seresnext = nullptr;
+  ember::bench::BenchSeresnextOptions bench_seresnext_options;
+
   CLI::App* models = nullptr;
   ember::apps::ModelsOptions models_options;
 };
@@ -188,6 +192,29 @@ void add_bench_losses_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_flag("--no-capacity", cl.no_capacity, "skip the batch-capacity table");
 }
 
+void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {
+  ember::bench::BenchSeresnextOptions& o = cl.bench_seresnext_options;
+  cmd.add_option("--models", o.models, "members of the ResNet family (default se_resnext_cifar,se_resnext50_32x4d)")
+      ->delimiter(',');
+  cmd.add_option("--image-size", o.image_size, "square input size (default: each model's, 32 or 224)")
+      ->check(CLI::Range(int64_t(8), int64_t(1024)));
+  cmd.add_option("--batch-size", o.train_batch, "training batch (default 64 at 32x32, 8 at 224x224)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd.add_option("--warmup", o.warmup, "untimed training steps (default 2)")->check(CLI::Range(0, 1000));
+  cmd.add_option("--iters", o.iters, "timed training steps (default 5)")->check(CLI::Range(1, 100000));
+  cmd.add_option("--max-infer-batch", o.max_infer_batch, "inference batches 1, 2, 4, ... up to this (default 256)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  cmd.add_option("--infer-iters", o.infer_iters, "timed inference calls per batch (default 10)")
+      ->check(CLI::Range(1, 100000));
+  cmd.add_option("--infer-cap-s", o.infer_cap_s, "the inference list ends after a batch whose first call takes "
+                                                  "longer (default 2)")
+      ->check(CLI::Range(0.001, 3600.0));
+  cmd.add_option("--rounds", o.rounds, "ember and PyTorch run this many times alternately; each reports its best "
+                                       "(default 2)")
+      ->check(CLI::Range(1, 100));
+  cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch columns");
+}
+
 void add_bench_commands(CLI::App& app, CommandLine& cl) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
   bench->require_subcommand(1);
@@ -203,6 +230,9 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   cl.bench_losses = bench->add_subcommand("losses", "metric-learning losses: ms per forward+backward, peak memory "
                                                     "and batch capacity, ember vs PyTorch (PML's formulas)");
   add_bench_losses_options(*cl.bench_losses, cl);
+  cl.bench_seresnext = bench->add_subcommand("seresnext", "the ResNet family by NVIDIA's protocol: training img/s, "
+                                                          "inference latency, peak memory, ember vs PyTorch");
+  add_bench_seresnext_options(*cl.bench_seresnext, cl);
 }
 
 void add_data_commands(CLI::App& app, CommandLine& cl) {
@@ -331,6 +361,10 @@ int run_command(const CommandLine& cl) {
     options.device = ember::parse_device(cl.bench_losses_device);
     options.capacity = !cl.no_capacity;
     ember::bench::bench_losses(std::cout, std::cerr, options);
+  } else if (*cl.bench_seresnext) {
+    ember::bench::BenchSeresnextOptions options = cl.bench_seresnext_options;
+    options.with_pytorch = !cl.no_pytorch;
+    ember::bench::bench_seresnext(options, std::cout, std::cerr);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);
   } else if (*cl.data_image_folder) {
