@@ -13,8 +13,8 @@
 #include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
 #include "apps/bench/bench_ops.h"
-#include "apps/data_command.h"
 #include "apps/bench/bench_seresnext.h"
+#include "apps/data_command.h"
 #include "apps/demo.h"
 #include "apps/models_command.h"
 #include "apps/train/progress.h"
@@ -69,6 +69,7 @@ struct CommandLine {
 
   CLI::App* bench_image_loader = nullptr;
   ember::bench::BenchImageLoaderOptions bench_image_loader_options;
+
   CLI::App* bench_seresnext = nullptr;
   ember::bench::BenchSeresnextOptions bench_seresnext_options;
 
