@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/runtime.h"
 #include "nn/models.h"
 #include "ops/ops.h"
 #include "support/test_support.h"
@@ -112,6 +113,28 @@ TEST_CASE("resnet: f64 gradient check of an SE bottleneck with stride 2 and a do
   };
   test::require_gradcheck(fn, inputs);
   CHECK(block(x).shape() == Shape{2, 16, 3, 3});
+}
+
+TEST_CASE("resnet: an SE bottleneck on the cuda device (simulator or GPU) matches the CPU") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  const BottleneckOptions options{.in = 8, .width = 16, .expansion = 2, .cardinality = 4, .stride = 2, .se_squeeze = 4};
+  Generator gen_cpu(4), gen_cuda(4);
+  Bottleneck cpu_block(options, &gen_cpu), cuda_block(options, &gen_cuda);
+  cuda_block.to(Device::cuda());
+  Generator gen(9);
+  const Tensor x = randn({2, 8, 8, 8}, {}, &gen);
+  const Tensor x_cpu = x.detach().requires_grad_(true), x_cuda = x.to(Device::cuda()).requires_grad_(true);
+  const Tensor y_cpu = cpu_block(x_cpu), y_cuda = cuda_block(x_cuda);
+  REQUIRE(y_cuda.device().is_cuda());
+  CHECK_THAT(y_cuda.to(Device::cpu()), test::all_close(y_cpu, 1e-4, 1e-5));
+  sum(mul(y_cpu, y_cpu)).backward();
+  sum(mul(y_cuda, y_cuda)).backward();
+  CHECK_THAT(x_cuda.grad().to(Device::cpu()), test::all_close(x_cpu.grad(), 1e-3, 1e-4));
+  const auto p_cpu = cpu_block.named_parameters(), p_cuda = cuda_block.named_parameters();
+  for (size_t i = 0; i < p_cpu.size(); ++i) {
+    INFO(p_cpu[i].first);
+    CHECK_THAT(p_cuda[i].second.grad().to(Device::cpu()), test::all_close(p_cpu[i].second.grad(), 1e-3, 1e-4));
+  }
 }
 
 TEST_CASE("resnet: state_dict names are stable") {
