@@ -1,8 +1,10 @@
 #include "ops/cpu/gemm.h"
 
 #include <Eigen/Core>
+#include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/gemm_packed.h"
 
 namespace ember::cpu {
 namespace {
@@ -43,18 +45,21 @@ void activate_rows(Activation act, int64_t r0, int64_t r1, int64_t N, T* C, int6
   });
 }
 
+// C = act(beta * C): the whole GEMM when K == 0.
+template <class T>
+void scale_only(int64_t M, int64_t N, T beta, T* C, int64_t ldc, Activation act) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+  activate_rows(act, 0, M, N, C, ldc);
+}
+
 }  // namespace
 
 template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act) {
+void gemm_eigen(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
-    activate_rows(act, 0, M, N, C, ldc);
-    return;
-  }
+  if (K == 0) return scale_only(M, N, beta, C, ldc, act);
   auto rows = [&](int64_t r0, int64_t r1) {
     constexpr int R = Eigen::RowMajor, Cm = Eigen::ColMajor;
     if (!trans_a && !trans_b) gemm_rows<T, R, R>(r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -70,9 +75,26 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   parallel_for(0, M, grain, rows);
 }
 
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) return scale_only(M, N, beta, C, ldc, act);
+    gemm_detail::gemm_packed(gemm_detail::default_micro_kernel(), gemm_detail::cache_blocking(), trans_a, trans_b,
+                             M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, act);
+  } else {
+    gemm_eigen(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, act);
+  }
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
                           int64_t, float, float*, int64_t, Activation);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                            int64_t, double, double*, int64_t, Activation);
+template void gemm_eigen<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                                int64_t, float, float*, int64_t, Activation);
+template void gemm_eigen<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                 const double*, int64_t, double, double*, int64_t, Activation);
 
 }  // namespace ember::cpu

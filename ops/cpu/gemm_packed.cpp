@@ -1,0 +1,192 @@
+#include "ops/cpu/gemm_packed.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/allocator.h"
+#include "core/parallel.h"
+
+namespace ember::cpu::gemm_detail {
+namespace {
+
+int64_t round_down(int64_t x, int64_t m) { return x / m * m; }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+int64_t cache_bytes(int name, int64_t fallback) {
+  const long bytes = sysconf(name);
+  return bytes > 0 ? int64_t(bytes) : fallback;
+}
+
+// EMBER_GEMM_KC / _MC / _NC override the derived sizes (for tuning with `ember bench ops`).
+int64_t env_or(const char* name, int64_t derived) {
+  const char* text = std::getenv(name);
+  const long value = text ? std::atol(text) : 0;
+  return value > 0 ? int64_t(value) : derived;
+}
+
+// Note [GEMM blocking]: the micro-kernel streams a kMR x KC micro-panel of A against a KC x kNR
+// micro-panel of B that is reused for every kMR rows of the MC block, so that panel of B should
+// stay in L1 next to the A panel being streamed: KC = L1 / 2 / (kNR * 4 bytes) (128 with 48 KiB
+// of L1), at least 128 so that the C tile's load and store are paid once per >= 128 k steps.
+// The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
+// MC = L2 / 2 / (KC * 4). The KC x NC panel of B is reused across the MC blocks, so it takes a
+// quarter of L3 (shared with the other core and the operands' own lines), capped at 4080 columns
+// because a VM may report the whole socket's L3. Defaults where sysconf knows nothing: 32 KiB,
+// 512 KiB, 8 MiB.
+Blocking derive_blocking() {
+  const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
+  const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
+  const int64_t l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
+  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(l1 / 2 / (kNR * 4), 128, 512));
+  const int64_t mc = env_or("EMBER_GEMM_MC", std::clamp<int64_t>(round_down(l2 / 2 / (kc * 4), kMR), 4 * kMR, 1024));
+  const int64_t nc = env_or("EMBER_GEMM_NC", std::clamp<int64_t>(round_down(l3 / 4 / (kc * 4), kNR), 4 * kNR, 85 * kNR));
+  return {kc, round_up(mc, kMR), round_up(nc, kNR)};
+}
+
+struct Operand {
+  const float* data;
+  int64_t ld;
+  bool trans;  // element (r, k) of op(A) is data[k * ld + r] instead of data[r * ld + k]
+  float at(int64_t r, int64_t k) const { return trans ? data[k * ld + r] : data[r * ld + k]; }
+};
+
+// Packs rows [r0, r0 + rows) x K [p0, p0 + kc) of op(X) into micro-panels of `width` rows:
+// dst[panel * kc * width + k * width + i], rows past the end zero. A (width kMR) and B^T (width
+// kNR) pack alike: op(B)^T's rows are B's columns. Both orders read memory sequentially: the
+// prefetcher cannot follow a walk down a column of a row-major matrix (one page per row).
+void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int width, float* dst) {
+  const int64_t panels = (rows + width - 1) / width;
+  if (x.trans) {  // row k of the source holds this k for every row of every panel
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = x.data + (p0 + k) * x.ld + r0;
+      for (int64_t panel = 0; panel < panels; ++panel) {
+        const int live = int(std::min<int64_t>(width, rows - panel * width));
+        float* out = dst + panel * kc * width + k * width;
+        const float* in = src + panel * width;
+        for (int i = 0; i < live; ++i) out[i] = in[i];
+        for (int i = live; i < width; ++i) out[i] = 0.0f;
+      }
+    }
+  } else {  // each source row's K run is contiguous: a panel transposes `width` of them
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int live = int(std::min<int64_t>(width, rows - panel * width));
+      float* out = dst + panel * kc * width;
+      for (int i = 0; i < live; ++i) {
+        const float* src = x.data + (r0 + panel * width + i) * x.ld + p0;
+        // The same row of the next panel, so that its lines arrive while this one is copied.
+        if (panel + 1 < panels)
+          for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(src + width * x.ld + k);
+        for (int64_t k = 0; k < kc; ++k) out[k * width + i] = src[k];
+      }
+      for (int i = live; i < width; ++i)
+        for (int64_t k = 0; k < kc; ++k) out[k * width + i] = 0.0f;
+    }
+  }
+}
+
+struct Problem {
+  MicroKernel kernel;
+  Blocking blocking;
+  Operand a;   // op(A): (M, K)
+  Operand bt;  // op(B)^T: (N, K)
+  int64_t M, N, K;
+  float alpha, beta;
+  float* C;
+  int64_t ldc;
+  Activation act;
+};
+
+// How one KC x NC step is cut into work items: row blocks of A x column groups of the packed B
+// panel (Note [GEMM threads]).
+struct Split {
+  int64_t rows;     // rows per block, a multiple of kMR, at most MC
+  int64_t columns;  // columns per group, a multiple of kNR
+  int64_t row_blocks, column_groups;
+};
+
+Split split_work(const Problem& p, int64_t nc, int threads) {
+  const int64_t target = threads == 1 ? 1 : 3 * int64_t(threads);
+  int64_t row_blocks = (p.M + p.blocking.mc - 1) / p.blocking.mc;
+  row_blocks = std::max(row_blocks, std::min(target, (p.M + 63) / 64));  // blocks of >= 64 rows
+  const int64_t rows = round_up((p.M + row_blocks - 1) / row_blocks, kMR);
+  row_blocks = (p.M + rows - 1) / rows;
+  int64_t groups = std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kNR - 1) / (2 * kNR));
+  const int64_t columns = round_up((nc + groups - 1) / groups, kNR);
+  groups = (nc + columns - 1) / columns;
+  return {rows, columns, row_blocks, groups};
+}
+
+}  // namespace
+
+const Blocking& cache_blocking() {
+  static const Blocking blocking = derive_blocking();
+  return blocking;
+}
+
+MicroKernel default_micro_kernel() {
+  const MicroKernel fast = avx512_micro_kernel();
+  return fast ? fast : portable_micro_kernel;
+}
+
+// Note [GEMM threads]: BLIS's split. For each KC x NC step the threads first pack the panel
+// of B together (the kNR-wide micro-panels are independent), then share the work items, each
+// an MC-or-smaller block of rows times a group of the panel's columns, on the pool's dynamic
+// chunks (Note [Dynamic chunks]); an item packs its own block of A. About 3 items per thread,
+// cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of >= 96),
+// so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. Below
+// 2 MFLOP the pool is not worth waking. Every element of C is computed by the same FMAs in the
+// same order whatever the item (the K blocking is fixed), so results do not depend on the
+// number of threads.
+// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
+// of work items (A's block), so steady-state calls reuse cached blocks and never reach the
+// system; thread-local buffers would outlive the allocator at exit.
+void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                 int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                 float* C, int64_t ldc, Activation act) {
+  // op(B)^T (N, K) is B read with the opposite transposition.
+  const Problem p{kernel, blocking, {A, lda, trans_a}, {B, ldb, !trans_b}, M, N, K, alpha, beta, C, ldc, act};
+  const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 21) ? 1 : num_threads();
+  Allocator& alloc = allocator_for(Device::cpu());
+  const int64_t kc_max = std::min(blocking.kc, K);
+  DataPtr b_buf = alloc.allocate(size_t(std::min(blocking.nc, round_up(N, kNR)) * kc_max) * sizeof(float));
+  float* b_pack = static_cast<float*>(b_buf.get());
+
+  for (int64_t jc = 0; jc < N; jc += blocking.nc) {
+    const int64_t nc = std::min(blocking.nc, N - jc);
+    const Split split = split_work(p, nc, threads);
+    for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+      const int64_t kc = std::min(blocking.kc, K - pc);
+      const int64_t b_panels = (nc + kNR - 1) / kNR;
+      parallel_for(0, b_panels, threads == 1 ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+                   [&](int64_t q0, int64_t q1) {
+                     pack_panels(p.bt, jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, pc, kc, kNR,
+                                 b_pack + q0 * kNR * kc);
+                   });
+      // Earlier K blocks are accumulated by the later ones; only the last one activates.
+      const TileUpdate update{alpha, pc == 0 ? beta : 1.0f, pc + kc == K ? act : Activation::none};
+      parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
+        DataPtr a_buf = alloc.allocate(size_t(split.rows * kc) * sizeof(float));
+        float* a_pack = static_cast<float*>(a_buf.get());
+        int64_t packed_block = -1;
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t block = w / split.column_groups, group = w % split.column_groups;
+          const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);
+          if (block != packed_block) pack_panels(p.a, ic, mc, pc, kc, kMR, a_pack);
+          packed_block = block;
+          const int64_t j0 = group * split.columns, j1 = std::min(nc, j0 + split.columns);
+          for (int64_t jr = j0; jr < j1; jr += kNR) {
+            const int n = int(std::min<int64_t>(kNR, j1 - jr));
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              const int m = int(std::min<int64_t>(kMR, mc - ir));
+              kernel(kc, a_pack + ir * kc, b_pack + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n, update);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace ember::cpu::gemm_detail
