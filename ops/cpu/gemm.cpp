@@ -1,6 +1,19 @@
 #include "ops/cpu/gemm.h"
 
+// Note [Eigen warnings]: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 headers
+// (the `__Y = __Y` of _mm512_undefined_ps, GCC bug 105593, fixed in GCC 13) wherever Eigen's
+// packet code inlines them: ~270 warnings for this file although both Eigen (-isystem, from its
+// imported CMake target) and the intrinsics headers are system headers. The headers' lines are
+// first read here, and GCC judges such a warning by the diagnostic state at the header's line,
+// so ignoring it around the include silences exactly those, never one in ember's own code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <type_traits>
 
 #include "core/parallel.h"

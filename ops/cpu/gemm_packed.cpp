@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "core/allocator.h"
 #include "core/parallel.h"
 
@@ -26,20 +30,21 @@ int64_t env_or(const char* name, int64_t derived) {
   return value > 0 ? int64_t(value) : derived;
 }
 
-// Note [GEMM blocking]: the micro-kernel streams a kMR x KC micro-panel of A against a KC x kNR
-// micro-panel of B that is reused for every kMR rows of the MC block, so that panel of B should
-// stay in L1 next to the A panel being streamed: KC = L1 / 2 / (kNR * 4 bytes) (128 with 48 KiB
-// of L1), at least 128 so that the C tile's load and store are paid once per >= 128 k steps.
-// The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
-// MC = L2 / 2 / (KC * 4). The KC x NC panel of B is reused across the MC blocks, so it takes a
-// quarter of L3 (shared with the other core and the operands' own lines), capped at 4080 columns
-// because a VM may report the whole socket's L3. Defaults where sysconf knows nothing: 32 KiB,
-// 512 KiB, 8 MiB.
+// Note [GEMM blocking]: the micro-kernel streams a kMR x KC micro-panel of A (prefetched from
+// L2) against a KC x kNR micro-panel of B that is reused for every kMR rows of the MC block, so
+// that panel of B should live in L1: KC = L1 / (kNR * 4 bytes), a multiple of 16 in [128, 512]
+// (256 with this machine's 48 KiB; a sweep of 128/256/384 at 1024^3 measured 128 about 8%
+// slower, 384 within noise of 256). A longer KC also means C's tile is loaded and stored once
+// per more k steps. The MC x KC block of A is reused across the NC / kNR column panels, so it
+// takes half of L2: MC = L2 / 2 / (KC * 4) (512 with 1 MiB). The KC x NC panel of B is reused
+// across the MC blocks, so it takes a quarter of L3 (shared with the other core and the
+// operands' own lines), capped at 4080 columns because a VM may report the whole socket's L3.
+// Defaults where sysconf knows nothing: 32 KiB, 512 KiB, 8 MiB.
 Blocking derive_blocking() {
   const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
   const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
   const int64_t l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
-  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(l1 / 2 / (kNR * 4), 128, 512));
+  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(round_down(l1 / (kNR * 4), 16), 128, 512));
   const int64_t mc = env_or("EMBER_GEMM_MC", std::clamp<int64_t>(round_down(l2 / 2 / (kc * 4), kMR), 4 * kMR, 1024));
   const int64_t nc = env_or("EMBER_GEMM_NC", std::clamp<int64_t>(round_down(l3 / 4 / (kc * 4), kNR), 4 * kNR, 85 * kNR));
   return {kc, round_up(mc, kMR), round_up(nc, kNR)};
@@ -51,6 +56,36 @@ struct Operand {
   bool trans;  // element (r, k) of op(A) is data[k * ld + r] instead of data[r * ld + k]
   float at(int64_t r, int64_t k) const { return trans ? data[k * ld + r] : data[r * ld + k]; }
 };
+
+// out[k * stride + i] = src[i * ld + k] for 8 rows i and k < kc: the packing of a row-major
+// operand, where every packed k gathers one float from each row. Note [Packing transpose]: done
+// 8 x 8 at a time in AVX registers where the build has them (scalar copies would make packing,
+// not FMAs, the cost of the skinny shapes, which use each element of A only N times).
+void transpose_rows(const float* src, int64_t ld, int64_t kc, float* out, int64_t stride) {
+  int64_t k = 0;
+#if defined(__AVX2__)
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld + k);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1 interleaved: k 0 1 | 4 5
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // k 2 3 | 6 7
+    }
+    for (int i = 0; i < 8; i += 4) {  // four rows per k: k 0 | 4, 1 | 5, 2 | 6, 3 | 7
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; ++j) {  // rows 0-3 from r[j], rows 4-7 from r[j + 4]
+      _mm256_storeu_ps(out + (k + j) * stride, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+      _mm256_storeu_ps(out + (k + j + 4) * stride, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    }
+  }
+#endif
+  for (; k < kc; ++k)
+    for (int i = 0; i < 8; ++i) out[k * stride + i] = src[i * ld + k];
+}
 
 // Packs rows [r0, r0 + rows) x K [p0, p0 + kc) of op(X) into micro-panels of `width` rows:
 // dst[panel * kc * width + k * width + i], rows past the end zero. A (width kMR) and B^T (width
@@ -73,14 +108,16 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t p0, int64_t
     for (int64_t panel = 0; panel < panels; ++panel) {
       const int live = int(std::min<int64_t>(width, rows - panel * width));
       float* out = dst + panel * kc * width;
-      for (int i = 0; i < live; ++i) {
-        const float* src = x.data + (r0 + panel * width + i) * x.ld + p0;
-        // The same row of the next panel, so that its lines arrive while this one is copied.
-        if (panel + 1 < panels)
-          for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(src + width * x.ld + k);
-        for (int64_t k = 0; k < kc; ++k) out[k * width + i] = src[k];
-      }
-      for (int i = live; i < width; ++i)
+      const float* src = x.data + (r0 + panel * width) * x.ld + p0;
+      // The same rows of the next panel, so that their lines arrive while these are copied.
+      if (panel + 1 < panels)
+        for (int i = 0; i < std::min<int64_t>(width, rows - (panel + 1) * width); ++i)
+          for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(src + (width + i) * x.ld + k);
+      int i = 0;
+      for (; i + 8 <= live; i += 8) transpose_rows(src + i * x.ld, x.ld, kc, out + i, width);
+      for (; i < live; ++i)
+        for (int64_t k = 0; k < kc; ++k) out[k * width + i] = src[i * x.ld + k];
+      for (; i < width; ++i)
         for (int64_t k = 0; k < kc; ++k) out[k * width + i] = 0.0f;
     }
   }
@@ -136,7 +173,9 @@ MicroKernel default_micro_kernel() {
 // chunks (Note [Dynamic chunks]); an item packs its own block of A. About 3 items per thread,
 // cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of >= 96),
 // so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. Below
-// 2 MFLOP the pool is not worth waking. Every element of C is computed by the same FMAs in the
+// 4M multiply-adds (~30 us on one core) the pool is not worth waking: two threads measured
+// slower than one at 128^3 on this shared machine, and a panel of B under 64K floats is
+// packed by the calling thread alone. Every element of C is computed by the same FMAs in the
 // same order whatever the item (the K blocking is fixed), so results do not depend on the
 // number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
@@ -147,7 +186,7 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act) {
   // op(B)^T (N, K) is B read with the opposite transposition.
   const Problem p{kernel, blocking, {A, lda, trans_a}, {B, ldb, !trans_b}, M, N, K, alpha, beta, C, ldc, act};
-  const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 21) ? 1 : num_threads();
+  const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 22) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
   const int64_t kc_max = std::min(blocking.kc, K);
   DataPtr b_buf = alloc.allocate(size_t(std::min(blocking.nc, round_up(N, kNR)) * kc_max) * sizeof(float));
@@ -159,7 +198,9 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
     for (int64_t pc = 0; pc < K; pc += blocking.kc) {
       const int64_t kc = std::min(blocking.kc, K - pc);
       const int64_t b_panels = (nc + kNR - 1) / kNR;
-      parallel_for(0, b_panels, threads == 1 ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+      // A panel under 64K floats is packed by the caller: waking the pool for it costs more.
+      const bool pack_alone = threads == 1 || nc * kc < (int64_t(1) << 16);
+      parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
                    [&](int64_t q0, int64_t q1) {
                      pack_panels(p.bt, jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, pc, kc, kNR,
                                  b_pack + q0 * kNR * kc);
