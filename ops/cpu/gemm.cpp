@@ -14,6 +14,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -92,6 +94,12 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act) {
   if constexpr (std::is_same_v<T, float>) {
+    // EMBER_GEMM=eigen sends f32 to Eigen too: a same-binary A/B for whole-model benchmarks.
+    static const bool eigen_f32 = [] {
+      const char* choice = std::getenv("EMBER_GEMM");
+      return choice && std::string_view(choice) == "eigen";
+    }();
+    if (eigen_f32) return gemm_eigen(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, act);
     if (M == 0 || N == 0) return;
     if (K == 0) return scale_only(M, N, beta, C, ldc, act);
     gemm_detail::gemm_packed(gemm_detail::default_micro_kernel(), gemm_detail::cache_blocking(), trans_a, trans_b,
