@@ -36,9 +36,11 @@ int64_t env_or(const char* name, int64_t derived) {
 // (256 with this machine's 48 KiB; a sweep of 128/256/384 at 1024^3 measured 128 about 8%
 // slower, 384 within noise of 256). A longer KC also means C's tile is loaded and stored once
 // per more k steps. The MC x KC block of A is reused across the NC / kNR column panels, so it
-// takes half of L2: MC = L2 / 2 / (KC * 4) (512 with 1 MiB). The KC x NC panel of B is reused
-// across the MC blocks, so it takes a quarter of L3 (shared with the other core and the
-// operands' own lines), capped at 4080 columns because a VM may report the whole socket's L3.
+// takes half of L2: MC = L2 / 2 / (KC * 4) (512 with 1 MiB). The packed panel of B is reused
+// across the MC blocks, so KC x NC floats, a quarter of L3 (shared with the other core and the
+// operands' own lines), is its budget; NC is capped at 4080 columns because a VM may report the
+// whole socket's L3. (The panel holds all of K, so it is KC * NC / K columns wide: Note [GEMM
+// threads].)
 // Defaults where sysconf knows nothing: 32 KiB, 512 KiB, 8 MiB.
 Blocking derive_blocking() {
   const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
@@ -167,19 +169,21 @@ MicroKernel default_micro_kernel() {
   return fast ? fast : portable_micro_kernel;
 }
 
-// Note [GEMM threads]: BLIS's split. For each KC x NC step the threads first pack the panel
-// of B together (the kNR-wide micro-panels are independent), then share the work items, each
-// an MC-or-smaller block of rows times a group of the panel's columns, on the pool's dynamic
-// chunks (Note [Dynamic chunks]); an item packs its own block of A. About 3 items per thread,
-// cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of >= 96),
-// so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. Below
-// 4M multiply-adds (~30 us on one core) the pool is not worth waking: two threads measured
-// slower than one at 128^3 on this shared machine, and a panel of B under 64K floats is
-// packed by the calling thread alone. Every element of C is computed by the same FMAs in the
-// same order whatever the item (the K blocking is fixed), so results do not depend on the
-// number of threads.
+// Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
+// (all of K, in KC blocks; the kNR-wide micro-panels are independent; a panel under 64K floats
+// is packed by the caller alone), then share the work items on the pool's dynamic chunks (Note
+// [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
+// columns and runs the whole K loop itself, packing its own blocks of A, so there is no
+// barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
+// barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
+// first (blocks of >= 64 rows) and then from the columns (groups of >= 96), so that the skinny
+// shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The panel holds all of K,
+// so its width is the KC x NC budget divided by K. Below 4M multiply-adds (~30 us on one core)
+// the pool is not worth waking: two threads measured slower than one at 128^3 on this shared
+// machine. Every element of C is computed by the same FMAs in the same order whatever the item
+// (the K blocking is fixed), so results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
-// of work items (A's block), so steady-state calls reuse cached blocks and never reach the
+// of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
 // system; thread-local buffers would outlive the allocator at exit.
 void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
@@ -188,45 +192,50 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
   const Problem p{kernel, blocking, {A, lda, trans_a}, {B, ldb, !trans_b}, M, N, K, alpha, beta, C, ldc, act};
   const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 22) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
+  // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
+  const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kNR), int64_t(kNR), blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
-  DataPtr b_buf = alloc.allocate(size_t(std::min(blocking.nc, round_up(N, kNR)) * kc_max) * sizeof(float));
+  DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kNR)) * K) * sizeof(float));
   float* b_pack = static_cast<float*>(b_buf.get());
 
-  for (int64_t jc = 0; jc < N; jc += blocking.nc) {
-    const int64_t nc = std::min(blocking.nc, N - jc);
-    const Split split = split_work(p, nc, threads);
-    for (int64_t pc = 0; pc < K; pc += blocking.kc) {
-      const int64_t kc = std::min(blocking.kc, K - pc);
-      const int64_t b_panels = (nc + kNR - 1) / kNR;
-      // A panel under 64K floats is packed by the caller: waking the pool for it costs more.
-      const bool pack_alone = threads == 1 || nc * kc < (int64_t(1) << 16);
-      parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
-                   [&](int64_t q0, int64_t q1) {
+  for (int64_t jc = 0; jc < N; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, N - jc), nc_padded = round_up(nc, kNR);
+    // The K block starting at pc is the kc x nc_padded matrix at b_pack + pc * nc_padded.
+    const int64_t b_panels = nc_padded / kNR;
+    // A panel under 64K floats is packed by the caller: waking the pool for it costs more.
+    const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
+    parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+                 [&](int64_t q0, int64_t q1) {
+                   for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+                     const int64_t kc = std::min(blocking.kc, K - pc);
                      pack_panels(p.bt, jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, pc, kc, kNR,
-                                 b_pack + q0 * kNR * kc);
-                   });
-      // Earlier K blocks are accumulated by the later ones; only the last one activates.
-      const TileUpdate update{alpha, pc == 0 ? beta : 1.0f, pc + kc == K ? act : Activation::none};
-      parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
-        DataPtr a_buf = alloc.allocate(size_t(split.rows * kc) * sizeof(float));
-        float* a_pack = static_cast<float*>(a_buf.get());
-        int64_t packed_block = -1;
-        for (int64_t w = w0; w < w1; ++w) {
-          const int64_t block = w / split.column_groups, group = w % split.column_groups;
-          const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);
-          if (block != packed_block) pack_panels(p.a, ic, mc, pc, kc, kMR, a_pack);
-          packed_block = block;
-          const int64_t j0 = group * split.columns, j1 = std::min(nc, j0 + split.columns);
+                                 b_pack + pc * nc_padded + q0 * kNR * kc);
+                   }
+                 });
+    const Split split = split_work(p, nc, threads);
+    parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
+      DataPtr a_buf = alloc.allocate(size_t(split.rows * kc_max) * sizeof(float));
+      float* a_pack = static_cast<float*>(a_buf.get());
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t block = w / split.column_groups, group = w % split.column_groups;
+        const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);
+        const int64_t j0 = group * split.columns, j1 = std::min(nc, j0 + split.columns);
+        for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+          const int64_t kc = std::min(blocking.kc, K - pc);
+          pack_panels(p.a, ic, mc, pc, kc, kMR, a_pack);
+          // Earlier K blocks are accumulated by the later ones; only the last one activates.
+          const TileUpdate update{alpha, pc == 0 ? beta : 1.0f, pc + kc == K ? act : Activation::none};
+          const float* b_block = b_pack + pc * nc_padded;
           for (int64_t jr = j0; jr < j1; jr += kNR) {
             const int n = int(std::min<int64_t>(kNR, j1 - jr));
             for (int64_t ir = 0; ir < mc; ir += kMR) {
               const int m = int(std::min<int64_t>(kMR, mc - ir));
-              kernel(kc, a_pack + ir * kc, b_pack + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n, update);
+              kernel(kc, a_pack + ir * kc, b_block + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n, update);
             }
           }
         }
-      });
-    }
+      }
+    });
   }
 }
 

@@ -1,8 +1,9 @@
 // ember's f32 GEMM in the BLIS/GotoBLAS structure, behind cpu::gemm<float> (ops/cpu/gemm.h):
 //   C (M, N) = act(alpha * op(A) op(B) + beta * C), row-major, op() as in cpu::gemm.
-// Loop nest, outermost first: NC columns of C | KC of K (pack that KC x NC panel of B) | MC rows
-// (pack that MC x KC block of A) | kNR columns | kMR rows: one micro-kernel call
-// (ops/cpu/gemm_microkernel.h). Transposed operands only change how the panels are packed.
+// Loop nest, outermost first: column panels of C (pack that panel of op(B), all of K) | work
+// items, rows x columns of the panel, shared by the threads | KC of K (pack that MC x KC block
+// of A) | kNR columns | kMR rows: one micro-kernel call (ops/cpu/gemm_microkernel.h).
+// Transposed operands only change how the panels are packed.
 // Exposed (rather than private to gemm.cpp) so that tests can run both micro-kernels and small
 // blockings on any machine.
 #pragma once
@@ -16,7 +17,7 @@ namespace ember::cpu::gemm_detail {
 struct Blocking {
   int64_t kc;  // K per packed panel: a kNR-wide column panel of B stays in L1
   int64_t mc;  // rows of A per packed block: the block stays in L2 (multiple of kMR)
-  int64_t nc;  // columns of B per packed panel: the panel stays in L3 (multiple of kNR)
+  int64_t nc;  // columns of B per packed KC x NC panel: it stays in L3 (multiple of kNR)
 };
 
 // Derived once from this CPU's cache sizes (Note [GEMM blocking] in gemm_packed.cpp).
