@@ -13,24 +13,40 @@
 
 namespace ember::cpu {
 
+// A bias the epilogue adds before the activation: C = act(alpha op(A) op(B) + beta C + bias),
+// with bias[i] for row i of C (rows, M values: convolution's per-channel bias) and/or bias[j]
+// for column j (columns, N values: linear's per-feature bias). Either may be null.
+template <class T>
+struct GemmBias {
+  const T* rows = nullptr;
+  const T* columns = nullptr;
+};
+
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act = Activation::none);
+// The same with a bias added in the epilogue, while each tile is in registers (f32).
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act, GemmBias<T> bias);
 
-// The same contract computed by Eigen (row blocks of C on ember's pool, `act` applied to each
-// block while it is in cache): the f64 path of gemm(), and the reference that tests and
+// The same contract computed by Eigen (row blocks of C on ember's pool, bias and `act` applied
+// to each block while it is in cache): the f64 path of gemm(), and the reference that tests and
 // `ember bench ops` compare ember's f32 GEMM with.
 template <class T>
 void gemm_eigen(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act = Activation::none);
+                const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act = Activation::none,
+                GemmBias<T> bias = {});
 
-extern template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                 const float*, int64_t, float, float*, int64_t, Activation);
-extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                  const double*, int64_t, double, double*, int64_t, Activation);
-extern template void gemm_eigen<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                       const float*, int64_t, float, float*, int64_t, Activation);
-extern template void gemm_eigen<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                        const double*, int64_t, double, double*, int64_t, Activation);
+#define EMBER_GEMM_DECLARE(T)                                                                                    \
+  extern template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, \
+                               T*, int64_t, Activation);                                                          \
+  extern template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, \
+                               T*, int64_t, Activation, GemmBias<T>);                                             \
+  extern template void gemm_eigen<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,       \
+                                     int64_t, T, T*, int64_t, Activation, GemmBias<T>);
+EMBER_GEMM_DECLARE(float)
+EMBER_GEMM_DECLARE(double)
+#undef EMBER_GEMM_DECLARE
 
 }  // namespace ember::cpu

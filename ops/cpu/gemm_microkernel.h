@@ -1,6 +1,7 @@
 // The register-tile micro-kernels of the packed f32 GEMM (ops/cpu/gemm_packed.h): each computes one
 // kMR x kNR tile of C from packed panels and updates C in place:
-//   C[i][j] = act(alpha * sum_k a[k][i] * b[k][j] + beta * C[i][j])   for i < m, j < n,
+//   C[i][j] = act(alpha * sum_k a[k][i] * b[k][j] + beta * C[i][j] + row_bias[i] + column_bias[j])
+// for i < m, j < n (an absent bias adds nothing),
 // a: kc x kMR packed (a[k * kMR + i], rows past m are zero), b: kc x kNR packed (b[k * kNR + j],
 // columns past n are zero), C row-major with row stride ldc; beta == 0 never reads C.
 //
@@ -27,6 +28,8 @@ struct TileUpdate {
   float alpha;
   float beta;      // 0: C is written, not read
   Activation act;  // applied after the last K block only (the caller passes none before)
+  const float* row_bias = nullptr;     // this tile's first row's bias, or none; last K block only
+  const float* column_bias = nullptr;  // this tile's first column's bias, or none; last K block only
 };
 
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,

@@ -26,8 +26,11 @@ void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c,
   for (int i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     for (int j = 0; j < n; ++j) {
-      const float v = update.alpha * acc[i][j];
-      row[j] = update.beta == 0.0f ? v : v + update.beta * row[j];
+      float v = update.alpha * acc[i][j];
+      if (update.beta != 0.0f) v += update.beta * row[j];
+      if (update.row_bias) v += update.row_bias[i];
+      if (update.column_bias) v += update.column_bias[j];
+      row[j] = v;
     }
   }
   activate_tile(update.act, c, ldc, m, n);

@@ -187,7 +187,7 @@ MicroKernel default_micro_kernel() {
 // system; thread-local buffers would outlive the allocator at exit.
 void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                 float* C, int64_t ldc, Activation act) {
+                 float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias) {
   // op(B)^T (N, K) is B read with the opposite transposition.
   const Problem p{kernel, blocking, {A, lda, trans_a}, {B, ldb, !trans_b}, M, N, K, alpha, beta, C, ldc, act};
   const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 22) ? 1 : num_threads();
@@ -224,12 +224,15 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
           const int64_t kc = std::min(blocking.kc, K - pc);
           pack_panels(p.a, ic, mc, pc, kc, kMR, a_pack);
           // Earlier K blocks are accumulated by the later ones; only the last one activates.
-          const TileUpdate update{alpha, pc == 0 ? beta : 1.0f, pc + kc == K ? act : Activation::none};
+          const bool last = pc + kc == K;
+          TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
           const float* b_block = b_pack + pc * nc_padded;
           for (int64_t jr = j0; jr < j1; jr += kNR) {
             const int n = int(std::min<int64_t>(kNR, j1 - jr));
             for (int64_t ir = 0; ir < mc; ir += kMR) {
               const int m = int(std::min<int64_t>(kMR, mc - ir));
+              if (last && row_bias) update.row_bias = row_bias + ic + ir;
+              if (last && column_bias) update.column_bias = column_bias + jc + jr;
               kernel(kc, a_pack + ir * kc, b_block + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n, update);
             }
           }

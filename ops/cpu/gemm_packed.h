@@ -1,5 +1,5 @@
 // ember's f32 GEMM in the BLIS/GotoBLAS structure, behind cpu::gemm<float> (ops/cpu/gemm.h):
-//   C (M, N) = act(alpha * op(A) op(B) + beta * C), row-major, op() as in cpu::gemm.
+//   C (M, N) = act(alpha * op(A) op(B) + beta * C + bias), row-major, op() and bias as in cpu::gemm.
 // Loop nest, outermost first: column panels of C (pack that panel of op(B), all of K) | work
 // items, rows x columns of the panel, shared by the threads | KC of K (pack that MC x KC block
 // of A) | kNR columns | kMR rows: one micro-kernel call (ops/cpu/gemm_microkernel.h).
@@ -31,6 +31,7 @@ MicroKernel default_micro_kernel();
 // number of threads. K must be positive.
 void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                 float* C, int64_t ldc, Activation act);
+                 float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
+                 const float* column_bias = nullptr);
 
 }  // namespace ember::cpu::gemm_detail

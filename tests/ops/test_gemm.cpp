@@ -35,18 +35,27 @@ struct Case {
   int64_t M, N, K;
   float alpha, beta;
   Activation act;
+  int bias = 0;  // 1: a bias per row of C, 2: per column, 3: both
+  bool row_bias() const { return bias & 1; }
+  bool column_bias() const { return bias & 2; }
   int64_t lda() const { return (ta ? M : K) + 3; }  // wider than the matrix
   int64_t ldb() const { return (tb ? K : N) + 2; }
   int64_t ldc() const { return N + 5; }
 };
 
 struct Operands {
-  std::vector<float> a, b, c;
+  std::vector<float> a, b, c, row_bias, column_bias;
   explicit Operands(const Case& t)
       : a(random_values(size_t((t.ta ? t.K : t.M) * t.lda()), 1)),
         b(random_values(size_t((t.tb ? t.N : t.K) * t.ldb()), 2)),
-        c(random_values(size_t(t.M * t.ldc()), 3)) {}
+        c(random_values(size_t(t.M * t.ldc()), 3)),
+        row_bias(random_values(size_t(t.M), 4)),
+        column_bias(random_values(size_t(t.N), 5)) {}
 };
+
+cpu::GemmBias<float> bias_of(const Case& t, const Operands& in) {
+  return {t.row_bias() ? in.row_bias.data() : nullptr, t.column_bias() ? in.column_bias.data() : nullptr};
+}
 
 // Checks `got` (C after the GEMM) against the reference computed in double from `in`, and that
 // the columns of C past N are untouched.
@@ -70,24 +79,29 @@ void check_against_reference(const Case& t, const Operands& in, const std::vecto
         sum += a * b;
         magnitude += std::fabs(a * b);
       }
-      const double pre = double(t.alpha) * sum + (t.beta == 0 ? 0.0 : double(t.beta) * c0);
+      const double bias = (t.row_bias() ? double(in.row_bias[size_t(i)]) : 0.0) +
+                          (t.column_bias() ? double(in.column_bias[size_t(j)]) : 0.0);
+      const double pre = double(t.alpha) * sum + (t.beta == 0 ? 0.0 : double(t.beta) * c0) + bias;
       const double want = apply_activation(t.act, pre);
       // f32 sums: about K rounding errors of the sum's magnitude, plus the epilogue's few.
-      const double tol = 1.2e-7 * double(t.K + 4) * (std::fabs(t.alpha) * magnitude + std::fabs(t.beta * c0)) + 1e-6;
+      const double tol =
+          1.2e-7 * double(t.K + 4) * (std::fabs(t.alpha) * magnitude + std::fabs(t.beta * c0) + std::fabs(bias)) + 1e-6;
       const double err = std::fabs(y - want);
       if (!(err <= tol)) ++bad;
       if (!(err <= worst)) worst = err;
     }
   }
   INFO(what << ": " << (t.ta ? "A^T" : "A") << " " << (t.tb ? "B^T" : "B") << " M " << t.M << " N " << t.N << " K "
-            << t.K << " alpha " << t.alpha << " beta " << t.beta << " act " << int(t.act) << ", worst error " << worst);
+            << t.K << " alpha " << t.alpha << " beta " << t.beta << " act " << int(t.act) << " bias " << t.bias
+            << ", worst error " << worst);
   REQUIRE(bad == 0);
 }
 
 std::vector<float> run_packed(MicroKernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
   std::vector<float> c = in.c;
+  const cpu::GemmBias<float> bias = bias_of(t, in);
   gemm_packed(kernel, blocking, t.ta, t.tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(),
-              t.beta, c.data(), t.ldc(), t.act);
+              t.beta, c.data(), t.ldc(), t.act, bias.rows, bias.columns);
   return c;
 }
 
@@ -106,7 +120,7 @@ constexpr Blocking kTiny{16, 16, 96};  // K > KC, M > MC, N > NC already at a fe
 
 }  // namespace
 
-TEST_CASE("packed GEMM matches a double reference for every transposition, alpha, beta and activation",
+TEST_CASE("packed GEMM matches a double reference for every transposition, alpha, beta, activation and bias",
           "[gemm]") {
   // 1, tile - 1, tile, tile + 1 and primes for M (tile 8) and N (tile 48); K = 1 and K > KC.
   const Shape3 shapes[] = {{1, 1, 1},  {7, 47, 5},  {8, 48, 16}, {9, 49, 17}, {13, 31, 1},
@@ -121,12 +135,13 @@ TEST_CASE("packed GEMM matches a double reference for every transposition, alpha
           for (bool tb : {false, true})
             for (float alpha : alphas)
               for (float beta : betas)
-                for (Activation act : acts) {
-                  const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act};
-                  const Operands in(t);
-                  check_against_reference(t, in, run_packed(k.kernel, blocking, t, in),
-                                          std::string(k.name) + (blocking.kc == kTiny.kc ? " tiny blocking" : ""));
-                }
+                for (Activation act : acts)
+                  for (int bias = 0; bias < 4; ++bias) {
+                    const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, bias};
+                    const Operands in(t);
+                    check_against_reference(t, in, run_packed(k.kernel, blocking, t, in),
+                                            std::string(k.name) + (blocking.kc == kTiny.kc ? " tiny blocking" : ""));
+                  }
 }
 
 TEST_CASE("packed GEMM with beta 0 never reads C", "[gemm]") {
@@ -149,14 +164,14 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
   for (const Shape3& s : shapes) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
-        const Case t{ta, tb, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu};
+        const Case t{ta, tb, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3};
         const Operands in(t);
         std::vector<std::vector<float>> results;
         for (int threads : {1, 2}) {
           set_num_threads(threads);
           std::vector<float> c = in.c;
           cpu::gemm<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
-                           c.data(), t.ldc(), t.act);
+                           c.data(), t.ldc(), t.act, bias_of(t, in));
           results.push_back(std::move(c));
         }
         set_num_threads(previous);
@@ -165,7 +180,7 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
         REQUIRE(results[0] == results[1]);
         std::vector<float> eigen = in.c;
         cpu::gemm_eigen<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
-                               eigen.data(), t.ldc(), t.act);
+                               eigen.data(), t.ldc(), t.act, bias_of(t, in));
         double worst = 0;
         for (size_t i = 0; i < eigen.size(); ++i) worst = std::max(worst, double(std::fabs(eigen[i] - results[0][i])));
         INFO("M " << t.M << " N " << t.N << " K " << t.K << ": max |ember - Eigen| " << worst);
@@ -175,8 +190,23 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
   }
 }
 
-TEST_CASE("cpu::gemm<float> with K = 0 scales C and activates it", "[gemm]") {
+TEST_CASE("cpu::gemm with K = 0 scales C, adds the bias and activates it, in f32 and f64", "[gemm]") {
   std::vector<float> c{-1.0f, 2.0f, 3.0f, -4.0f};
   cpu::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 2.0f, c.data(), 2, Activation::relu);
   REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
+  const double rows[] = {1, 2}, columns[] = {10, 20};
+  std::vector<double> d{-1, 2, 3, -4};
+  cpu::gemm<double>(false, false, 2, 2, 0, 1.0, nullptr, 1, nullptr, 2, 1.0, d.data(), 2, Activation::none,
+                    {rows, columns});
+  REQUIRE(d == std::vector<double>{10, 23, 15, 18});
+}
+
+TEST_CASE("cpu::gemm<double> (Eigen) adds row and column biases before the activation", "[gemm]") {
+  const double a[] = {1, 2, 3, 4};  // (2, 2)
+  const double b[] = {1, -1, 0, 1};
+  const double rows[] = {1, -100}, columns[] = {0.5, -0.5};
+  std::vector<double> c(4);
+  cpu::gemm<double>(false, false, 2, 2, 2, 1.0, a, 2, b, 2, 0.0, c.data(), 2, Activation::relu, {rows, columns});
+  // a b = {1, 1, 3, 1}
+  REQUIRE(c == std::vector<double>{2.5, 1.5, 0, 0});
 }
