@@ -4,6 +4,7 @@
 #include <ostream>
 #include <thread>
 
+#include "apps/bench/bench_gemm_cpu.h"
 #include "apps/bench/machine_peak.h"
 #include "apps/bench/timing.h"
 #include "ember.h"
@@ -17,12 +18,13 @@ void bench_ops(std::ostream& out) {
   const int previous_threads = num_threads();
 
   out << "ember bench ops: median of 7 blocks after warm-up; f32; peaks measured in this run\n\n";
-  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak"}, {10, 12, 7, 10, 16, 16, 9});
+  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak"}, {10, 14, 7, 10, 16, 16, 9});
   out << table.header() << "\n";
   for (int threads : thread_counts) {
     set_num_threads(threads);
     const double fma_peak = measure_fma_gflops(threads);
     const double bandwidth = measure_memcpy_gbps(threads);
+    bench_gemm_cpu(out, table, threads, fma_peak);
     for (int64_t n : {256, 512, 1024, 2048}) {
       Tensor a = randn({n, n}), b = randn({n, n});
       const double ms = median_ms([&] { matmul(a, b); });
@@ -46,7 +48,9 @@ void bench_ops(std::ostream& out) {
     }
   }
   set_num_threads(previous_threads);
-  out << "\npeak: matmul against the FMA peak (all threads running independent FMA chains);\n"
+  out << "\ngemm ember / gemm eigen: cpu::gemm (ember's packed GEMM) and Eigen on the same f32 operands, timed\n"
+         "      in alternating blocks; MxNxK is C (M, N) = A (M, K) B (K, N); matmul: the op, allocation included.\n";
+  out << "peak: matmul against the FMA peak (all threads running independent FMA chains);\n"
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
          "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure.\n";
 }

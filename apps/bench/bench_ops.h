@@ -1,4 +1,5 @@
-// `ember bench ops`: matmul GFLOP/s (square f32, 256..2048) and elementwise add/mul GB/s
+// `ember bench ops`: CPU GEMM GFLOP/s, ember's against Eigen's (apps/bench/bench_gemm_cpu.h),
+// matmul GFLOP/s (square f32, 256..2048) and elementwise add/mul GB/s
 // (1M and 16M f32 elements) at 1 and 2 threads, beside the machine's limits measured in the
 // same run (FMA peak, memcpy bandwidth).
 #pragma once

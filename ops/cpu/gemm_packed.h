@@ -1,0 +1,37 @@
+// ember's f32 GEMM in the BLIS/GotoBLAS structure, behind cpu::gemm<float> (ops/cpu/gemm.h):
+//   C (M, N) = act(alpha * op(A) op(B) + beta * C + bias), row-major, op() and bias as in cpu::gemm.
+// Loop nest, outermost first: column panels of C (pack that panel of op(B), all of K) | work
+// items, rows x columns of the panel, shared by the threads | KC of K (pack that MC x KC block
+// of A) | kNR columns | kMR rows: one micro-kernel call (ops/cpu/gemm_microkernel.h).
+// Transposed operands only change how the panels are packed.
+// Exposed (rather than private to gemm.cpp) so that tests can run both micro-kernels and small
+// blockings on any machine.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/cpu/gemm_microkernel.h"
+
+namespace ember::cpu::gemm_detail {
+
+struct Blocking {
+  int64_t kc;  // K per packed panel: a kNR-wide column panel of B stays in L1
+  int64_t mc;  // rows of A per packed block: the block stays in L2 (multiple of kMR)
+  int64_t nc;  // columns of B per packed KC x NC panel: it stays in L3 (multiple of kNR)
+};
+
+// Derived once from this CPU's cache sizes (Note [GEMM blocking] in gemm_packed.cpp).
+const Blocking& cache_blocking();
+
+// The AVX-512 kernel where the build has it, else the portable one.
+MicroKernel default_micro_kernel();
+
+// The GEMM with an explicit kernel and blocking. Splits C over ember's pool (Note [GEMM
+// threads]); runs on the calling thread inside a parallel_for. Results do not depend on the
+// number of threads. K must be positive.
+void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                 int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                 float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
+                 const float* column_bias = nullptr);
+
+}  // namespace ember::cpu::gemm_detail

@@ -1,0 +1,212 @@
+// ember's packed f32 GEMM (ops/cpu/gemm_packed.h) against a double-accumulated reference, for
+// both micro-kernels (the AVX-512 one where this machine has it, the portable one everywhere),
+// the cache-derived blocking and a tiny one that runs every loop of the nest several times;
+// every transposition, alpha, beta and activation; edge sizes around the 8 x 48 tile; leading
+// dimensions wider than the matrices; and results that do not depend on the thread count.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_packed.h"
+#include "support/test_support.h"
+
+using namespace ember;
+using namespace ember::cpu::gemm_detail;
+
+namespace {
+
+struct Shape3 {
+  int64_t M, N, K;
+};
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {  // in [-1, 1)
+    seed = seed * 1664525u + 1013904223u;
+    x = float(int32_t(seed >> 8) % 1000) / 1000.0f;
+  }
+  return v;
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t M, N, K;
+  float alpha, beta;
+  Activation act;
+  int bias = 0;  // 1: a bias per row of C, 2: per column, 3: both
+  bool row_bias() const { return bias & 1; }
+  bool column_bias() const { return bias & 2; }
+  int64_t lda() const { return (ta ? M : K) + 3; }  // wider than the matrix
+  int64_t ldb() const { return (tb ? K : N) + 2; }
+  int64_t ldc() const { return N + 5; }
+};
+
+struct Operands {
+  std::vector<float> a, b, c, row_bias, column_bias;
+  explicit Operands(const Case& t)
+      : a(random_values(size_t((t.ta ? t.K : t.M) * t.lda()), 1)),
+        b(random_values(size_t((t.tb ? t.N : t.K) * t.ldb()), 2)),
+        c(random_values(size_t(t.M * t.ldc()), 3)),
+        row_bias(random_values(size_t(t.M), 4)),
+        column_bias(random_values(size_t(t.N), 5)) {}
+};
+
+cpu::GemmBias<float> bias_of(const Case& t, const Operands& in) {
+  return {t.row_bias() ? in.row_bias.data() : nullptr, t.column_bias() ? in.column_bias.data() : nullptr};
+}
+
+// Checks `got` (C after the GEMM) against the reference computed in double from `in`, and that
+// the columns of C past N are untouched.
+void check_against_reference(const Case& t, const Operands& in, const std::vector<float>& got, const std::string& what) {
+  const float* A = in.a.data();
+  const float* B = in.b.data();
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < t.M; ++i) {
+    for (int64_t j = 0; j < t.ldc(); ++j) {
+      const double c0 = in.c[size_t(i * t.ldc() + j)];
+      const double y = got[size_t(i * t.ldc() + j)];
+      if (j >= t.N) {
+        if (y != c0) ++bad;
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t k = 0; k < t.K; ++k) {
+        const double a = t.ta ? A[k * t.lda() + i] : A[i * t.lda() + k];
+        const double b = t.tb ? B[j * t.ldb() + k] : B[k * t.ldb() + j];
+        sum += a * b;
+        magnitude += std::fabs(a * b);
+      }
+      const double bias = (t.row_bias() ? double(in.row_bias[size_t(i)]) : 0.0) +
+                          (t.column_bias() ? double(in.column_bias[size_t(j)]) : 0.0);
+      const double pre = double(t.alpha) * sum + (t.beta == 0 ? 0.0 : double(t.beta) * c0) + bias;
+      const double want = apply_activation(t.act, pre);
+      // f32 sums: about K rounding errors of the sum's magnitude, plus the epilogue's few.
+      const double tol =
+          1.2e-7 * double(t.K + 4) * (std::fabs(t.alpha) * magnitude + std::fabs(t.beta * c0) + std::fabs(bias)) + 1e-6;
+      const double err = std::fabs(y - want);
+      if (!(err <= tol)) ++bad;
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  INFO(what << ": " << (t.ta ? "A^T" : "A") << " " << (t.tb ? "B^T" : "B") << " M " << t.M << " N " << t.N << " K "
+            << t.K << " alpha " << t.alpha << " beta " << t.beta << " act " << int(t.act) << " bias " << t.bias
+            << ", worst error " << worst);
+  REQUIRE(bad == 0);
+}
+
+std::vector<float> run_packed(MicroKernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
+  std::vector<float> c = in.c;
+  const cpu::GemmBias<float> bias = bias_of(t, in);
+  gemm_packed(kernel, blocking, t.ta, t.tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(),
+              t.beta, c.data(), t.ldc(), t.act, bias.rows, bias.columns);
+  return c;
+}
+
+struct NamedKernel {
+  const char* name;
+  MicroKernel kernel;
+};
+
+std::vector<NamedKernel> kernels() {
+  std::vector<NamedKernel> k{{"portable", portable_micro_kernel}};
+  if (avx512_micro_kernel()) k.push_back({"avx512", avx512_micro_kernel()});
+  return k;
+}
+
+constexpr Blocking kTiny{16, 16, 96};  // K > KC, M > MC, N > NC already at a few dozen
+
+}  // namespace
+
+TEST_CASE("packed GEMM matches a double reference for every transposition, alpha, beta, activation and bias",
+          "[gemm]") {
+  // 1, tile - 1, tile, tile + 1 and primes for M (tile 8) and N (tile 48); K = 1 and K > KC.
+  const Shape3 shapes[] = {{1, 1, 1},  {7, 47, 5},  {8, 48, 16}, {9, 49, 17}, {13, 31, 1},
+                           {17, 97, 37}, {33, 20, 3}, {3, 145, 40}, {24, 96, 33}};
+  const float alphas[] = {1.0f, -0.5f};
+  const float betas[] = {0.0f, 1.0f, 0.7f};
+  const Activation acts[] = {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh};
+  for (const NamedKernel& k : kernels())
+    for (const Blocking& blocking : {cache_blocking(), kTiny})
+      for (const Shape3& s : shapes)
+        for (bool ta : {false, true})
+          for (bool tb : {false, true})
+            for (float alpha : alphas)
+              for (float beta : betas)
+                for (Activation act : acts)
+                  for (int bias = 0; bias < 4; ++bias) {
+                    const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, bias};
+                    const Operands in(t);
+                    check_against_reference(t, in, run_packed(k.kernel, blocking, t, in),
+                                            std::string(k.name) + (blocking.kc == kTiny.kc ? " tiny blocking" : ""));
+                  }
+}
+
+TEST_CASE("packed GEMM with beta 0 never reads C", "[gemm]") {
+  for (const NamedKernel& k : kernels()) {
+    const Case t{false, false, 9, 50, 7, 1.0f, 0.0f, Activation::relu};
+    Operands in(t);
+    std::vector<float> c(in.c.size(), NAN);
+    gemm_packed(k.kernel, kTiny, t.ta, t.tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(),
+                t.beta, c.data(), t.ldc(), t.act);
+    for (int64_t i = 0; i < t.M; ++i)
+      for (int64_t j = 0; j < t.N; ++j) REQUIRE(std::isfinite(c[size_t(i * t.ldc() + j)]));
+  }
+}
+
+TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and Eigen, for any thread count",
+          "[gemm][threads]") {
+  const int previous = num_threads();
+  // Past the cache blocking in every direction, and the convolution shapes' skinny sides.
+  const Shape3 shapes[] = {{300, 260, 600}, {1100, 37, 70}, {20, 4200, 30}, {64, 196, 576}};
+  for (const Shape3& s : shapes) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Case t{ta, tb, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3};
+        const Operands in(t);
+        std::vector<std::vector<float>> results;
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          std::vector<float> c = in.c;
+          cpu::gemm<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
+                           c.data(), t.ldc(), t.act, bias_of(t, in));
+          results.push_back(std::move(c));
+        }
+        set_num_threads(previous);
+        check_against_reference(t, in, results[0], "cpu::gemm");
+        // The K blocking does not depend on the split, so the sums are the same FMAs in the same order.
+        REQUIRE(results[0] == results[1]);
+        std::vector<float> eigen = in.c;
+        cpu::gemm_eigen<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
+                               eigen.data(), t.ldc(), t.act, bias_of(t, in));
+        double worst = 0;
+        for (size_t i = 0; i < eigen.size(); ++i) worst = std::max(worst, double(std::fabs(eigen[i] - results[0][i])));
+        INFO("M " << t.M << " N " << t.N << " K " << t.K << ": max |ember - Eigen| " << worst);
+        REQUIRE(worst <= 1e-3);  // sums of up to 600 products of values in [-1, 1), both in f32
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu::gemm with K = 0 scales C, adds the bias and activates it, in f32 and f64", "[gemm]") {
+  std::vector<float> c{-1.0f, 2.0f, 3.0f, -4.0f};
+  cpu::gemm<float>(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 2.0f, c.data(), 2, Activation::relu);
+  REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
+  const double rows[] = {1, 2}, columns[] = {10, 20};
+  std::vector<double> d{-1, 2, 3, -4};
+  cpu::gemm<double>(false, false, 2, 2, 0, 1.0, nullptr, 1, nullptr, 2, 1.0, d.data(), 2, Activation::none,
+                    {rows, columns});
+  REQUIRE(d == std::vector<double>{10, 23, 15, 18});
+}
+
+TEST_CASE("cpu::gemm<double> (Eigen) adds row and column biases before the activation", "[gemm]") {
+  const double a[] = {1, 2, 3, 4};  // (2, 2)
+  const double b[] = {1, -1, 0, 1};
+  const double rows[] = {1, -100}, columns[] = {0.5, -0.5};
+  std::vector<double> c(4);
+  cpu::gemm<double>(false, false, 2, 2, 2, 1.0, a, 2, b, 2, 0.0, c.data(), 2, Activation::relu, {rows, columns});
+  // a b = {1, 1, 3, 1}
+  REQUIRE(c == std::vector<double>{2.5, 1.5, 0, 0});
+}
