@@ -33,7 +33,7 @@
 namespace ember::cpu {
 
 // One task's scratch: a similarity tile and a weight tile of at most rows x cols, and
-// 2 x cols values of per-column statistics.
+// 4 x cols values of per-column statistics or per-row scratch.
 template <class T>
 struct TileBuffers {
   Tensor storage;
@@ -42,7 +42,7 @@ struct TileBuffers {
   T* column_scratch = nullptr;
   explicit TileBuffers(PairTiles tiles, DType dtype) {
     const int64_t n = tiles.rows * tiles.cols;
-    storage = Tensor::empty({2 * n + 2 * tiles.cols}, {.dtype = dtype});
+    storage = Tensor::empty({2 * n + 4 * tiles.cols}, {.dtype = dtype});
     similarities = storage.data<T>();
     weights = similarities + n;
     column_scratch = weights + n;
@@ -223,17 +223,30 @@ double row_distance(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
 }
 
 // out (r1 - r0, c1 - c0), row stride ldo, = ||A_i - B_j|| for i in [r0, r1), j in [c0, c1);
-// na, nb: the rows' squared norms. Near pairs come from row_distance.
+// na, nb: the rows' squared norms. A vectorised pass (Note [Vectorised tile rows]) turns the dot
+// products into d^2 in double, rounds it to T and marks the near pairs (is_near_pair's test, made
+// in T so that the loop vectorises: without -fno-trapping-math GCC keeps selects on double
+// compares as branches) with -1; only a row with some (the diagonal's, or close rows) is scanned
+// again, and its near pairs come from row_distance.
 template <class T>
 void distance_tile(const T* A, const T* B, const double* na, const double* nb, int64_t D, int64_t r0, int64_t r1,
                    int64_t c0, int64_t c1, T* out, int64_t ldo) {
   gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), out, ldo);
+  const double* nc = nb + c0;
   for (int64_t i = r0; i < r1; ++i) {
     T* o = out + (i - r0) * ldo;
-    for (int64_t j = c0; j < c1; ++j) {
-      const double d2 = squared_distance_from_dot(double(o[j - c0]), na[i], nb[j]);
-      o[j - c0] = T(is_near_pair(d2, na[i], nb[j]) ? row_distance(A, B, D, i, j) : std::sqrt(d2));
+    const double ni = na[i];
+    int64_t near = 0;
+    for (int64_t k = 0; k < c1 - c0; ++k) {
+      const T d2 = T(ni + nc[k] - 2 * double(o[k]));  // squared_distance_from_dot, clamped below
+      const bool is_near = d2 <= T(0.02 * (ni + nc[k]));
+      const T root = std::sqrt(d2 > T(0) ? d2 : T(0));
+      near += is_near ? 1 : 0;
+      o[k] = is_near ? T(-1) : root;
     }
+    if (near > 0)
+      for (int64_t k = 0; k < c1 - c0; ++k)
+        if (o[k] < T(0)) o[k] = T(row_distance(A, B, D, i, c0 + k));
   }
 }
 
