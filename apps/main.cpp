@@ -191,6 +191,10 @@ void add_bench_losses_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_option("--max-batch", o.max_batch, "the batch-capacity search stops here (default 65536)")
       ->check(CLI::Range(int64_t(512), int64_t(1) << 24));
   cmd.add_flag("--no-capacity", cl.no_capacity, "skip the batch-capacity table");
+  cmd.add_option("--losses", o.losses, "only these losses, comma-separated (default: all)")->delimiter(',');
+  cmd.add_option("--profiles", o.profiles, "only these profiles, comma-separated: standard, large (default: both)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"standard", "large"}));
 }
 
 void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {

@@ -120,6 +120,11 @@ Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOp
   return c;
 }
 
+// Whether `name` is in `only` (an empty list takes every name).
+bool selected(const std::vector<std::string>& only, const std::string& name) {
+  return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+}
+
 void keep_best(std::map<std::string, double>& best, const std::string& name, double ms) {
   auto [it, inserted] = best.try_emplace(name, ms);
   if (!inserted) it->second = std::min(it->second, ms);
@@ -133,12 +138,29 @@ std::string ratio(const std::map<std::string, double>& peer, const std::string& 
   return fixed(it->second / ember_ms, 2) + "x";
 }
 
+// Comma-joined names, for the peer script's filters.
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
 }  // namespace
 
 void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions& o) {
   const int threads = num_threads(), rounds = std::max(o.rounds, 1);
-  const std::vector<std::string> args = {"--threads", std::to_string(threads), "--device",
-                                         o.device.is_cuda() ? "cuda" : "cpu"};
+  std::vector<std::string> args = {"--threads", std::to_string(threads), "--device",
+                                   o.device.is_cuda() ? "cuda" : "cpu"};
+  std::vector<std::string> losses;
+  for (const std::string& name : apps::metric_loss_names())
+    if (selected(o.losses, name)) losses.push_back(name);
+  EMBER_CHECK(!losses.empty(), "bench losses: --losses names none of the losses (", joined(apps::metric_loss_names()),
+              "), got ", joined(o.losses));
+  std::vector<Profile> profiles;
+  for (const Profile& p : kProfiles)
+    if (selected(o.profiles, p.name)) profiles.push_back(p);
+  if (!o.losses.empty()) args.insert(args.end(), {"--losses", joined(losses)});
+  if (!o.profiles.empty()) args.insert(args.end(), {"--profiles", joined(o.profiles)});
   out << "ember bench losses on " << o.device << ": ms per forward+backward (f32), median of 7 blocks after warm-up, "
       << "best of " << rounds << " alternating round(s), " << threads << " CPU thread(s); PyTorch (the same formulas, "
       << "eager, as PML computes them) measured in the same run (" << peer_python() << ")\n\n" << std::flush;
@@ -147,8 +169,8 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
   std::map<std::string, double> torch;
   for (int round = 1; round <= rounds; ++round) {
     log << "bench losses: round " << round << "/" << rounds << ": ember" << std::flush;
-    for (const Profile& p : kProfiles)
-      for (const std::string& name : apps::metric_loss_names()) {
+    for (const Profile& p : profiles)
+      for (const std::string& name : losses) {
         const Measured m = measure(name, p, o.device);
         auto [it, inserted] = ember.try_emplace(row_name(name, p), m);
         if (!inserted) it->second.ms = std::min(it->second.ms, m.ms), it->second.peak_mib = m.peak_mib;
@@ -157,12 +179,12 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
     for (const auto& [name, ms] : run_peer_script("torch_losses.py", args)) keep_best(torch, name, ms);
   }
 
-  for (const Profile& p : kProfiles) {
+  for (const Profile& p : profiles) {
     out << "profile " << p.name << ": batch " << p.batch << ", dim " << p.dim << ", " << p.per_class
         << " per class; ArcFace/ProxyAnchor " << p.classes << " classes, cyclic labels\n";
     Table table({"loss", "ember ms", "pytorch ms", "speedup", "ember peak MiB"}, {14, 10, 11, 8, 15});
     out << table.header() << "\n";
-    for (const std::string& loss : apps::metric_loss_names()) {
+    for (const std::string& loss : losses) {
       const std::string name = row_name(loss, p);
       const Measured& m = ember.at(name);
       std::string peer_ms;
@@ -184,7 +206,7 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
   const std::map<std::string, double> torch_capacity = run_peer_script("torch_losses.py", peer_args);
   Table table({"loss", "ember batch", "pytorch batch", "ember stopped at"}, {14, 12, 14, 36});
   out << table.header() << "\n";
-  for (const std::string& name : apps::metric_loss_names()) {
+  for (const std::string& name : losses) {
     const Capacity c = capacity(name, p, o, log);
     auto it = torch_capacity.find("capacity " + name);
     const std::string peer = it == torch_capacity.end() ? "n/a" : std::to_string(int64_t(it->second));

@@ -11,10 +11,13 @@
 //     PyTorch: the peak resident set of a fresh process above its baseline) within --time-cap-s.
 //
 //   ember bench losses --budget-mib 256 --rounds 3
+//   ember bench losses --no-capacity --profiles standard --losses arcface,supcon
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include "core/device.h"
 
@@ -27,6 +30,8 @@ struct BenchLossesOptions {
   double time_cap_s = 5.0;    // longest forward+backward a capacity run may take
   int64_t max_batch = 65536;  // capacity search stops here
   bool capacity = true;
+  std::vector<std::string> losses;    // the rows to time (names of apps/train/metric_losses.h); empty: all
+  std::vector<std::string> profiles;  // "standard", "large"; empty: both
 };
 
 void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions& options = {});

@@ -78,9 +78,11 @@ def make(name, classes, dim):
     return uses_classes, loss, list(getattr(loss, "parameters", lambda: [])())
 
 
-def time_rows():
+def time_rows(losses, profiles):
     for profile, batch, dim, per_class, classes in PROFILES:
-        for name in LOSSES:
+        if profile not in profiles:
+            continue
+        for name in losses:
             uses_classes, loss, params = make(name, classes, dim)
             emb, labels = inputs(batch, dim, per_class, classes, uses_classes)
             print(f"{name} {profile} {median_ms(lambda: step(loss, emb, labels, params)):.6f}", flush=True)
@@ -108,7 +110,7 @@ def one_step(name, batch, cuda):
 
 
 def capacity(args):
-    for name in LOSSES:
+    for name in args.losses:
         best = 0
         batch = PROFILES[0][1]
         while batch <= args.max_batch:
@@ -135,6 +137,8 @@ def main():
     parser.add_argument("--max-batch", type=int, default=65536)
     parser.add_argument("--one-step")
     parser.add_argument("--batch", type=int)
+    parser.add_argument("--losses", type=lambda s: s.split(","), default=list(LOSSES), help="comma-separated")
+    parser.add_argument("--profiles", type=lambda s: s.split(","), default=[p[0] for p in PROFILES])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.device == "cuda":
@@ -144,7 +148,7 @@ def main():
     elif args.capacity:
         capacity(args)
     else:
-        time_rows()
+        time_rows(args.losses, args.profiles)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 // ArcFace on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed over
 // the B x C cosines (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
 //   forward   each task owns a block of rows and folds tiles of e w^T into a per-row online
-//             log-sum-exp of the logits (the target's modified logit taken from its tile);
-//   backward  Note [Streamed cross similarities]: two passes of recomputed tiles turn c_ic into
-//             dloss/dc_ic = (grad / B) arcface_weight(...) and accumulate de (row blocks of e)
-//             and dw (row blocks of w).
+//             log-sum-exp of the logits, the plain ones a tile row at a time (Note [Vectorised
+//             tile rows]), the target's modified logit added from its tile;
+//   backward  Note [Streamed cross similarities]: one pass of recomputed tiles turns c_ic into
+//             dloss/dc_ic = (grad / B) arcface_weight(...), scale exp(scale c - lse_i) (grad / B)
+//             off the target, and accumulates de and dw.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/kernels.h"
@@ -35,10 +37,15 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
       for (int64_t i = r0; i < r1; ++i) {
         OnlineLogSumExp acc{row[3 * i], row[3 * i + 1]};
         const T* s = S + (i - r0) * width;
-        for (int64_t c = c0; c < c1; ++c) {
-          const double x = arcface_logit(c == y[i], double(s[c - c0]), margin, scale);
+        const int64_t target = y[i] - c0;  // in [0, width) when the target is in this tile
+        const T slope = T(scale);
+        fold_log_sum_exp<T>(
+            acc, width, buf.column_scratch, [=](int64_t k) { return slope * s[k]; },
+            [=](int64_t k) { return k != target; });
+        if (target >= 0 && target < width) {
+          const double x = arcface_logit(true, double(s[target]), margin, scale);
           acc.add(x);
-          if (c == y[i]) row[3 * i + 2] = x;
+          row[3 * i + 2] = x;
         }
         row[3 * i] = acc.max, row[3 * i + 1] = acc.sum;
       }
@@ -62,10 +69,16 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const int64_t* y = labels.data<int64_t>();
   const double* lse = stats.data<double>();
   const double g = B > 0 ? double(grad.data<T>()[0]) / double(B) : 0.0;
+  const T weight = T(g * scale), slope = T(scale);
+  // Off the target, (grad / B) scale exp(scale c - lse_i); the target's weight patched after.
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* out) {
+    const T neg_lse = T(-lse[i]), wt = weight, sl = slope;  // locals: not reloaded per pair
+    for (int64_t k = 0; k < c1 - c0; ++k) out[k] = wt * fast_exp(std::fma(sl, s[k], neg_lse));
+    if (y[i] >= c0 && y[i] < c1)
+      out[y[i] - c0] = T(g * arcface_weight(true, double(s[y[i] - c0]), margin, scale, lse[i]));
+  };
   cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, w.data<T>(), C, D, de.data<T>(), dw.data<T>(),
-                               [&](int64_t i, int64_t c, double s) {
-                                 return g * arcface_weight(c == y[i], s, margin, scale, lse[i]);
-                               });
+                               row_weights);
 }
 
 }  // namespace

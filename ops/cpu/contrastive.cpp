@@ -2,7 +2,7 @@
 // in L2 distance tiles (Note [Streamed pairs] in ops/cpu/similarity_tiles.h, Note [L2 distances]
 // in ops/metric_rules.h):
 //   forward   one pass of distance tiles sums each anchor's positive and negative terms and
-//             counts those > 0;
+//             counts those > 0, a tile row at a time in T and lanes (Note [Vectorised tile rows]);
 //   backward  one pass of tiles turns d_ij into the coefficient c_ij of (e_i - e_j) in de_i and
 //             accumulates de_i += (sum_j c_ij) e_i - sum_j c_ij e_j with the GEMM (near pairs
 //             from their differences).
@@ -35,14 +35,30 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
+      const int64_t* yc = y + c0;
+      T* pos_term = buf.column_scratch;  // 4 rows of width: terms and whether each is > 0
+      T* neg_term = pos_term + width;
+      T* pos_on = neg_term + width;
+      T* neg_on = pos_on + width;
+      const T pm = T(pos_margin), nm = T(neg_margin);
       for (int64_t i = r0; i < r1; ++i) {
         const T* d = buf.similarities + (i - r0) * width;
-        for (int64_t j = c0; j < c1; ++j) {
-          if (j == i) continue;
-          const bool positive = y[j] == y[i];
-          const double v = contrastive_term(positive, double(d[j - c0]), pos_margin, neg_margin);
-          if (v > 0) row[4 * i + (positive ? 0 : 2)] += v, row[4 * i + (positive ? 1 : 3)] += 1;
+        const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+        // contrastive_term in T for every pair, as the positive and as the negative kind, kept
+        // where the pair is of that kind (Note [Vectorised tile rows]), then summed in lanes.
+        for (int64_t k = 0; k < width; ++k) {
+          const bool positive = yc[k] == yi, other = k != self;
+          const T p = d[k] - pm, n = nm - d[k];
+          pos_term[k] = positive && other && p > T(0) ? p : T(0);
+          neg_term[k] = !positive && n > T(0) ? n : T(0);
+          pos_on[k] = pos_term[k] > T(0) ? T(1) : T(0);
+          neg_on[k] = neg_term[k] > T(0) ? T(1) : T(0);
         }
+        double* r = row + 4 * i;
+        r[0] += lane_sum(width, [&](int64_t k) { return pos_term[k]; });
+        r[1] += lane_sum(width, [&](int64_t k) { return pos_on[k]; });
+        r[2] += lane_sum(width, [&](int64_t k) { return neg_term[k]; });
+        r[3] += lane_sum(width, [&](int64_t k) { return neg_on[k]; });
       }
     }
   });
@@ -78,25 +94,43 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) {
-          const int64_t k = (i - r0) * width + (j - c0);
-          const double d = buf.similarities[k];
-          const bool positive = y[j] == y[i];
-          const double c =
-              j == i ? 0
-                     : distance_coefficient(contrastive_slope(positive, d, pos_margin, neg_margin) *
-                                                (positive ? pos_scale : neg_scale),
-                                            d);
-          buf.weights[k] = T(0);
-          if (c == 0) continue;
-          if (is_near_pair(d * d, n[i], n[j])) {
-            add_scaled_difference(dE + i * D, c, E + i * D, E + j * D, D);
-          } else {
-            buf.weights[k] = T(-c);
-            rs[i] += c;
-          }
+      const int64_t* yc = y + c0;
+      const double* nc = n + c0;
+      const T pm = T(pos_margin), nm = T(neg_margin), ps = T(pos_scale), ns = T(-neg_scale);
+      for (int64_t i = r0; i < r1; ++i) {
+        const T* d = buf.similarities + (i - r0) * width;
+        T* w = buf.weights + (i - r0) * width;
+        const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+        const double ni = n[i];
+        // c_ij = slope scale / d_ij (contrastive_slope, distance_coefficient) in T for every pair
+        // (Note [Vectorised tile rows]); a far pair's goes to the GEMM's weights, a near one's
+        // (is_near_pair, tested in T as in distance_tile) is added from the differences below.
+        // Every operand computed, & rather than &&: a branch-free loop body (Note [Vectorised tile rows]).
+        auto coefficient = [=](int64_t k) {
+          const bool positive = yc[k] == yi;
+          const T dk = d[k];
+          const bool above = dk > pm, below = dk < nm;
+          const bool active = (k != self) & (dk > T(0)) & ((positive & above) | (!positive & below));
+          return (active ? (positive ? ps : ns) : T(0)) / (active ? dk : T(1));  // a division used as is
+        };
+        auto is_near = [=](int64_t k, T c) {
+          const T threshold = T(0.02 * (ni + nc[k]));
+          return (c != T(0)) & (d[k] * d[k] <= threshold);
+        };
+        int64_t near = 0;
+        for (int64_t k = 0; k < width; ++k) {
+          const T c = coefficient(k);
+          const bool close = is_near(k, c);
+          near += close ? 1 : 0;
+          w[k] = close ? T(0) : -c;
         }
+        rs[i] -= lane_sum(width, [&](int64_t k) { return w[k]; });
+        if (near > 0)
+          for (int64_t k = 0; k < width; ++k) {
+            const T c = coefficient(k);
+            if (is_near(k, c)) add_scaled_difference(dE + i * D, double(c), E + i * D, E + (c0 + k) * D, D);
+          }
+      }
       accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
     }
     for (int64_t i = r0; i < r1; ++i)

@@ -1,10 +1,16 @@
 // Multi-Similarity on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
 // (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
 //   forward   one pass of similarity tiles folds each row's two log-sums, lp_i over its positives
-//             and ln_i over its negatives, each started at exp(0) (PML's add_one); the mean of
-//             lp_i / alpha + ln_i / beta follows, in row order;
+//             and ln_i over its negatives, each started at exp(0) (PML's add_one), a tile row at a
+//             time (Note [Vectorised tile rows]); the mean of lp_i / alpha + ln_i / beta follows,
+//             in row order;
 //   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (ms_weight of row i
 //             and of row j) and accumulates de_i += that weight * e_j with the GEMM.
+// Both write a pair's exponent as a s + b, (a, b) = (-alpha, alpha base) for a positive pair and
+// (beta, -beta base) for a negative one, so that ms_weight's exp(exponent - lp_i) is
+// exp(a s + (b - lp_i)) with the offset b - lp_i per row, one FMA per pair.
+#include <cmath>
+
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -23,16 +29,20 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   double* run = running.data<double>();
   for (int64_t i = 0; i < B; ++i) run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = 0, run[4 * i + 3] = 1;
 
-  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S) {
+  const T a_pos = T(-p.alpha), b_pos = T(p.alpha * p.base), a_neg = T(p.beta), b_neg = T(-p.beta * p.base);
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
+    const int64_t* yc = y + c0;
     for (int64_t i = r0; i < r1; ++i) {
       double* r = run + 4 * i;
       OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
       const T* s = S + (i - r0) * (c1 - c0);
-      for (int64_t j = c0; j < c1; ++j) {
-        if (j == i) continue;
-        const bool positive = y[j] == y[i];
-        (positive ? pos : neg).add(ms_exponent(positive, double(s[j - c0]), p));
-      }
+      const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+      fold_log_sum_exp<T>(
+          pos, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); },
+          [=](int64_t k) { return yc[k] == yi && k != self; });
+      fold_log_sum_exp<T>(
+          neg, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },
+          [=](int64_t k) { return yc[k] != yi; });
       r[0] = pos.max, r[1] = pos.sum, r[2] = neg.max, r[3] = neg.sum;
     }
   };
@@ -55,12 +65,27 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const int64_t* y = labels.data<int64_t>();
   const double* st = stats.data<double>();
   const double scale = double(grad.data<T>()[0]) / double(B);
-  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), de.data<T>(),
-                                    [&](int64_t i, int64_t j, double s) {
-                                      const bool positive = y[i] == y[j];
-                                      return scale * (ms_weight(positive, s, st[2 * i], st[2 * i + 1], p) +
-                                                      ms_weight(positive, s, st[2 * j], st[2 * j + 1], p));
-                                    });
+  // Per row: the offsets b - lp_i and b - ln_i of its positive and negative exponents.
+  const Tensor offsets = Tensor::empty({2, B}, {.dtype = e.dtype()});
+  T* pos_offset = offsets.data<T>();
+  T* neg_offset = pos_offset + B;
+  for (int64_t i = 0; i < B; ++i)
+    pos_offset[i] = T(p.alpha * p.base - st[2 * i]), neg_offset[i] = T(-p.beta * p.base - st[2 * i + 1]);
+  const T a_pos = T(-p.alpha), a_neg = T(p.beta), w_pos = T(-scale), w_neg = T(scale);
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) {
+    const int64_t* yc = y + c0;
+    const T *pj = pos_offset + c0, *nj = neg_offset + c0;
+    const T pi = pos_offset[i], ni = neg_offset[i];
+    const T ap = a_pos, an = a_neg, wp = w_pos, wn = w_neg;  // locals: not reloaded per pair
+    const int64_t yi = y[i];
+    for (int64_t k = 0; k < c1 - c0; ++k) {
+      const bool positive = yc[k] == yi;
+      const T a = positive ? ap : an, p_j = pj[k], n_j = nj[k];  // both loaded: the select vectorises
+      const T sum = fast_exp(std::fma(a, s[k], positive ? pi : ni)) + fast_exp(std::fma(a, s[k], positive ? p_j : n_j));
+      w[k] = (positive ? wp : wn) * sum;
+    }
+  };
+  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), de.data<T>(), row_weights);
 }
 
 }  // namespace

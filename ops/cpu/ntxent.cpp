@@ -1,7 +1,8 @@
 // NT-Xent on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
 // (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
-//   forward   one pass of similarity tiles folds each anchor's negatives into lse_i; the few
-//             positive pairs are then revisited with a dot product each (no second GEMM pass);
+//   forward   one pass of similarity tiles folds each anchor's negatives into lse_i
+//             (fold_log_sum_exp); the few positive pairs are then revisited with a dot product
+//             each (no second GEMM pass);
 //   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji and accumulates
 //             de_i += that weight * e_j with the GEMM.
 // d loss / d s for one anchor i, with P positive pairs in the batch and z_ij = s_ij / t - lse_i:
@@ -36,18 +37,16 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      const int64_t* yc = y + c0;
+      const T scale = T(inv_t);
       for (int64_t i = r0; i < r1; ++i) {
-        // This tile's share of lse_i in two vectorisable passes (max, then sum of exp), merged
-        // into the running one (Note [Online softmax]).
+        // This tile's share of lse_i over i's negatives (Note [Vectorised tile rows]).
         const T* s = S + (i - r0) * width;
-        const int64_t* yc = y + c0;
-        const T scale = T(inv_t), low = -std::numeric_limits<T>::infinity();
-        const T m = lane_max<T>(width, [&](int64_t k) { return yc[k] != y[i] ? s[k] * scale : low; });
-        if (m == low) continue;  // no negative of i in this tile
-        const double sum =
-            lane_sum(width, [&](int64_t k) { return yc[k] != y[i] ? fast_exp(T(s[k] * scale - m)) : T(0); });
+        const int64_t yi = y[i];
         OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
-        lse.merge({double(m), sum});
+        fold_log_sum_exp<T>(
+            lse, width, buf.column_scratch, [=](int64_t k) { return s[k] * scale; },
+            [=](int64_t k) { return yc[k] != yi; });
         st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
       }
     }

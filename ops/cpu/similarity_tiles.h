@@ -21,17 +21,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/metric_rules.h"
 #include "ops/pair_tiles.h"
 
 namespace ember::cpu {
 
 // One task's scratch: a similarity tile and a weight tile of at most rows x cols, and
-// 2 x cols values of per-column statistics.
+// 4 x cols values of per-column statistics or per-row scratch.
 template <class T>
 struct TileBuffers {
   Tensor storage;
@@ -40,7 +42,7 @@ struct TileBuffers {
   T* column_scratch = nullptr;
   explicit TileBuffers(PairTiles tiles, DType dtype) {
     const int64_t n = tiles.rows * tiles.cols;
-    storage = Tensor::empty({2 * n + 2 * tiles.cols}, {.dtype = dtype});
+    storage = Tensor::empty({2 * n + 4 * tiles.cols}, {.dtype = dtype});
     similarities = storage.data<T>();
     weights = similarities + n;
     column_scratch = weights + n;
@@ -82,72 +84,104 @@ double row_dot(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
   return s;
 }
 
+// Note [Vectorised tile rows]: a tile has rows x cols pairs, and per pair a loss does an exp and
+// a few selects; with std::exp in double and a branch per pair that scalar work, not the GEMM,
+// was the bulk of every loss's time. So the losses fold and weigh a whole tile row at a time
+// with loops the compiler vectorises (Note [Vectorisable exp], Note [Lane reductions] in
+// ops/cpu/vec_math.h): masks become selects on label comparisons, exps are fast_exp in T (f32:
+// within 2 ulp; f64, the gradient checks' type, keeps std::exp), and each row's log-sum-exp
+// over a tile is a max pass and a sum pass merged into its running one (Note [Online softmax]).
+// The few pairs that need more than an exp (a target logit, the diagonal) are patched after.
+
+// Folds log sum exp(x(k)) over the k in [0, n) with keep(k) into lse: x(k) in T, scratch n values
+// of T. The masked values go to scratch first, so that the max and sum passes are plain loops
+// over memory (about 4x faster than folding the masks into them). A NaN value counts as +inf for
+// the max, so that it reaches the sum and poisons lse.
+template <class T, class X, class Keep>
+void fold_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&& keep) {
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  for (int64_t k = 0; k < n; ++k) {
+    const T v = x(k);
+    scratch[k] = keep(k) ? (v != v ? kInf : v) : -kInf;
+  }
+  const T m = lane_max<T>(n, [&](int64_t k) { return scratch[k]; });
+  if (m == -kInf) return;  // nothing kept (or only -inf)
+  const double sum = lane_sum(n, [&](int64_t k) { return fast_exp(T(scratch[k] - m)); });
+  lse.merge({double(m), sum});
+}
+
 // Note [Self-similarity passes]: the losses over the similarities of one set of rows with
 // itself (S = E E^T) share two passes. The forward visits every tile, a row block's tiles in
 // column order by one task, so per-row statistics kept in arrays indexed by the row need no
-// locking and fold in a fixed order:
+// locking and fold in a fixed order (row_scratch: tiles.cols values of T, e.g. for fold_log_sum_exp):
 //   for_each_similarity_tile<T>(tiles, E, B, D, dtype, [&](int64_t r0, int64_t r1, int64_t c0,
-//                                                          int64_t c1, const T* S) { ... });
-// The backward writes dE (B, D) = sum_j W_ij e_j, W_ij = weight_of(i, j, s_ij) for i != j (0 on
-// the diagonal); for a loss L(S) of the symmetric S, weight_of(i, j, s) is
-// dL/ds_ij + dL/ds_ji, the two places e_i meets e_j:
-//   accumulate_similarity_gradient<T>(tiles, E, B, D, dtype, dE, [&](int64_t i, int64_t j, double s) { ... });
+//                                                          int64_t c1, const T* S, T* row_scratch) { ... });
+// The backward writes dE (B, D) = sum_j W_ij e_j, W_ij = dL/ds_ij + dL/ds_ji for i != j (the two
+// places e_i meets e_j of a loss L(S) of the symmetric S; 0 on the diagonal). row_weights fills
+// one tile row, w[k] = W_ij for j = c0 + k, from s[k] = s_ij (Note [Vectorised tile rows]); the
+// diagonal is zeroed after it:
+//   accumulate_similarity_gradient<T>(tiles, E, B, D, dtype, dE,
+//                                     [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) { ... });
 template <class T, class Visit>
 void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols);
-      visit(r0, r1, c0, c1, similarity_tile(E, E, D, r0, r1, c0, c1, buf));
+      visit(r0, r1, c0, c1, similarity_tile(E, E, D, r0, r1, c0, c1, buf), buf.column_scratch);
     }
   });
 }
 
-template <class T, class WeightOf>
+template <class T, class RowWeights>
 void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
-                                    WeightOf&& weight_of) {
+                                    RowWeights&& row_weights) {
   std::fill(dE, dE + B * D, T(0));
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
       const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
-      for (int64_t i = r0; i < r1; ++i)
-        for (int64_t j = c0; j < c1; ++j) {
-          const int64_t at = (i - r0) * width + (j - c0);
-          buf.weights[at] = i == j ? T(0) : T(weight_of(i, j, double(S[at])));
-        }
+      for (int64_t i = r0; i < r1; ++i) {
+        T* w = buf.weights + (i - r0) * width;
+        row_weights(i, c0, c1, S + (i - r0) * width, w);
+        if (i >= c0 && i < c1) w[i - c0] = T(0);
+      }
       accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
     }
   });
 }
 
 // Note [Streamed cross similarities]: a loss over S = A B^T with two different matrices (the
-// class losses: embeddings A (M, D) against class weights or proxies B (N, D)) needs dA and dB.
-// One pass cannot own both: a row block of A touches every row of B. So the backward makes
-// two passes, each owning its output rows: pass 1 streams row blocks of A (tiles of A B^T)
-// and adds dA[rows] += W B[cols]; pass 2 streams row blocks of B (tiles of B A^T, the same
-// similarities transposed) and adds dB[rows] += W^T A[cols]. weight_of(i, j, s_ij) gives
-// dloss/ds_ij for row i of A and row j of B in both passes; the sums run in a fixed order.
-template <class T, class WeightOf>
+// class losses: embeddings A (M, D) against class weights or proxies B (N, D)) needs dA and dB
+// from each tile of weights W = dloss/dS: dA[rows] += W B[cols] and dB[cols] += W^T A[rows]. A
+// row block of A touches every row of B, so tasks owning row blocks would race on dB; instead
+// (one tile pass, each tile's weights computed once) the row blocks go in waves of at most as
+// many blocks as there are column blocks, and in step k of a wave, row block b takes column
+// block (b + k) mod (column blocks): within a step no two tasks share a row of dA or of dB, and
+// every output row receives its tiles in an order fixed by the tile sizes alone, so the sums do
+// not depend on the thread count. row_weights(i, c0, c1, s, w) fills one tile row, w[k] =
+// dloss/ds_ij for row i of A and j = c0 + k of B, from s[k] = s_ij (Note [Vectorised tile rows]).
+template <class T, class RowWeights>
 void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
-                               T* dA, T* dB, WeightOf&& weight_of) {
+                               T* dA, T* dB, RowWeights&& row_weights) {
   std::fill(dA, dA + M * D, T(0));
   std::fill(dB, dB + N * D, T(0));
-  auto pass = [&](const T* X, int64_t rows, const T* Y, int64_t cols, T* dX, bool transposed) {
-    for_each_row_block<T>(rows, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-      for (int64_t c0 = 0; c0 < cols; c0 += tiles.cols) {
-        const int64_t c1 = std::min(cols, c0 + tiles.cols), width = c1 - c0;
-        const T* S = similarity_tile(X, Y, D, r0, r1, c0, c1, buf);
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c) {
-            const int64_t k = (r - r0) * width + (c - c0);
-            buf.weights[k] = T(transposed ? weight_of(c, r, double(S[k])) : weight_of(r, c, double(S[k])));
-          }
-        accumulate_weighted_rows(buf, Y, D, r0, r1, c0, c1, dX);
-      }
-    });
-  };
-  pass(A, M, B, N, dA, false);
-  pass(B, N, A, M, dB, true);
+  const int64_t row_blocks = (M + tiles.rows - 1) / tiles.rows, col_blocks = (N + tiles.cols - 1) / tiles.cols;
+  if (row_blocks == 0 || col_blocks == 0) return;
+  for (int64_t w0 = 0; w0 < row_blocks; w0 += col_blocks)
+    for (int64_t step = 0; step < col_blocks; ++step)
+      parallel_for(w0, std::min(row_blocks, w0 + col_blocks), 1, [&](int64_t b0, int64_t b1) {
+        TileBuffers<T> buf(tiles, dtype);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t r0 = b * tiles.rows, r1 = std::min(M, r0 + tiles.rows);
+          const int64_t c0 = ((b - w0 + step) % col_blocks) * tiles.cols, c1 = std::min(N, c0 + tiles.cols);
+          const int64_t width = c1 - c0;
+          const T* S = similarity_tile(A, B, D, r0, r1, c0, c1, buf);
+          for (int64_t r = r0; r < r1; ++r)
+            row_weights(r, c0, c1, S + (r - r0) * width, buf.weights + (r - r0) * width);
+          accumulate_weighted_rows(buf, B, D, r0, r1, c0, c1, dA);
+          gemm<T>(true, false, width, D, r1 - r0, T(1), buf.weights, width, A + r0 * D, D, T(1), dB + c0 * D, D);
+        }
+      });
 }
 
 // Every label in [0, C): an Error naming `op`, the first label outside and C otherwise.
@@ -189,17 +223,30 @@ double row_distance(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
 }
 
 // out (r1 - r0, c1 - c0), row stride ldo, = ||A_i - B_j|| for i in [r0, r1), j in [c0, c1);
-// na, nb: the rows' squared norms. Near pairs come from row_distance.
+// na, nb: the rows' squared norms. A vectorised pass (Note [Vectorised tile rows]) turns the dot
+// products into d^2 in double, rounds it to T and marks the near pairs (is_near_pair's test, made
+// in T so that the loop vectorises: without -fno-trapping-math GCC keeps selects on double
+// compares as branches) with -1; only a row with some (the diagonal's, or close rows) is scanned
+// again, and its near pairs come from row_distance.
 template <class T>
 void distance_tile(const T* A, const T* B, const double* na, const double* nb, int64_t D, int64_t r0, int64_t r1,
                    int64_t c0, int64_t c1, T* out, int64_t ldo) {
   gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), out, ldo);
+  const double* nc = nb + c0;
   for (int64_t i = r0; i < r1; ++i) {
     T* o = out + (i - r0) * ldo;
-    for (int64_t j = c0; j < c1; ++j) {
-      const double d2 = squared_distance_from_dot(double(o[j - c0]), na[i], nb[j]);
-      o[j - c0] = T(is_near_pair(d2, na[i], nb[j]) ? row_distance(A, B, D, i, j) : std::sqrt(d2));
+    const double ni = na[i];
+    int64_t near = 0;
+    for (int64_t k = 0; k < c1 - c0; ++k) {
+      const T d2 = T(ni + nc[k] - 2 * double(o[k]));  // squared_distance_from_dot, clamped below
+      const bool is_near = d2 <= T(0.02 * (ni + nc[k]));
+      const T root = std::sqrt(d2 > T(0) ? d2 : T(0));
+      near += is_near ? 1 : 0;
+      o[k] = is_near ? T(-1) : root;
     }
+    if (near > 0)
+      for (int64_t k = 0; k < c1 - c0; ++k)
+        if (o[k] < T(0)) o[k] = T(row_distance(A, B, D, i, c0 + k));
   }
 }
 

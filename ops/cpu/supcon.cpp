@@ -1,10 +1,17 @@
 // SupCon on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
 // (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
 //   forward   one pass of similarity tiles folds each anchor's lse_i over every j != i, its
-//             positive count P_i and the sum S_i of its positives' s_ij / t; the anchor losses
-//             follow from those three, then AvgNonZeroReducer's mean, in row order;
+//             positive count P_i and the sum S_i of its positives' s_ij / t, a tile row at a time
+//             (Note [Vectorised tile rows]); the anchor losses follow from those three, then
+//             AvgNonZeroReducer's mean, in row order;
 //   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (supcon_weight of
 //             anchor i and of anchor j) and accumulates de_i += that weight * e_j with the GEMM.
+//             supcon_weight is a_i exp(s / t - lse_i) - [j positive] b_i with a_i = P_i / (P_i +
+//             small) and b_i = 1 / (P_i + small) for a kept anchor; a dropped one gets a_i = b_i = 0
+//             and lse_i = +inf, so that its exp is 0 rather than 0 * inf.
+#include <cmath>
+#include <limits>
+
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -24,17 +31,19 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   double* run = running.data<double>();
   for (int64_t i = 0; i < B; ++i) run[4 * i] = -INFINITY, run[4 * i + 1] = 0, run[4 * i + 2] = 0, run[4 * i + 3] = 0;
 
-  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S) {
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
+    const int64_t* yc = y + c0;
+    const T t_inv = T(inv_t);
     for (int64_t i = r0; i < r1; ++i) {
       double* r = run + 4 * i;
       OnlineLogSumExp lse{r[0], r[1]};
       const T* s = S + (i - r0) * (c1 - c0);
-      for (int64_t j = c0; j < c1; ++j) {
-        if (j == i) continue;
-        const double x = double(s[j - c0]) * inv_t;
-        lse.add(x);
-        if (y[j] == y[i]) r[2] += 1, r[3] += x;
-      }
+      const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+      auto positive = [&](int64_t k) { return yc[k] == yi && k != self; };
+      fold_log_sum_exp<T>(
+          lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * t_inv; }, [=](int64_t k) { return k != self; });
+      r[2] += lane_sum(c1 - c0, [&](int64_t k) { return positive(k) ? 1.0 : 0.0; });
+      r[3] += lane_sum(c1 - c0, [&](int64_t k) { return positive(k) ? double(s[k]) * inv_t : 0.0; });
       r[0] = lse.max, r[1] = lse.sum;
     }
   };
@@ -70,14 +79,30 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const double* st = stats.data<double>();
   const double inv_t = 1.0 / temperature, small = small_val<T>();
   const double scale = double(grad.data<T>()[0]) * inv_t / N;
-  auto through_anchor = [&](int64_t i, bool positive, double s_over_t) {
-    const double* a = st + 3 * i;
-    return supcon_weight(positive, s_over_t, a[0], a[1], a[2], small);
+  // Per anchor, scaled: -lse_i, scale a_i and scale b_i (supcon_weight's terms, above).
+  const Tensor terms = Tensor::empty({3, B}, {.dtype = e.dtype()});
+  T* neg_lse = terms.data<T>();
+  T* a = neg_lse + B;
+  T* b = a + B;
+  for (int64_t i = 0; i < B; ++i) {
+    const double* anchor = st + 3 * i;
+    const bool kept = anchor[2] > 0;
+    neg_lse[i] = kept ? T(-anchor[0]) : -std::numeric_limits<T>::infinity();
+    a[i] = kept ? T(scale * anchor[1] / (anchor[1] + small)) : T(0);
+    b[i] = kept ? T(scale / (anchor[1] + small)) : T(0);
+  }
+  const T t_inv = T(inv_t);
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) {
+    const int64_t* yc = y + c0;
+    const T *lj = neg_lse + c0, *aj = a + c0, *bj = b + c0;
+    const T li = neg_lse[i], ai = a[i], bi = b[i], t = t_inv;  // locals: not reloaded per pair
+    const int64_t yi = y[i];
+    for (int64_t k = 0; k < c1 - c0; ++k) {
+      const T minus = yc[k] == yi ? bi + bj[k] : T(0);
+      w[k] = ai * fast_exp(std::fma(s[k], t, li)) + aj[k] * fast_exp(std::fma(s[k], t, lj[k])) - minus;
+    }
   };
-  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), dE, [&](int64_t i, int64_t j, double s) {
-    const bool positive = y[i] == y[j];
-    return scale * (through_anchor(i, positive, s * inv_t) + through_anchor(j, positive, s * inv_t));
-  });
+  accumulate_similarity_gradient<T>(tiles, e.data<T>(), B, D, e.dtype(), dE, row_weights);
 }
 
 }  // namespace
