@@ -29,10 +29,15 @@ std::string errno_text() { return std::strerror(errno); }
 // is (which need not exist yet). Errors start with `what`.
 std::string resolve_target(const std::string& path, const std::string& what) {
   EMBER_CHECK(!path.empty(), what, ": expected a file name, got an empty path");
+  namespace fs = std::filesystem;
+  fs::path target = path;
   std::error_code ec;
-  if (!std::filesystem::is_symlink(path, ec)) return path;
-  const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);
-  EMBER_CHECK(!ec, what, ": cannot resolve the symlink '", path, "': ", ec.message());
+  for (int hops = 0; fs::is_symlink(target, ec); ++hops) {  // a dangling link's target is created
+    EMBER_CHECK(hops < 40, what, ": too many levels of symlinks in '", path, "'");
+    const fs::path next = fs::read_symlink(target, ec);
+    EMBER_CHECK(!ec, what, ": cannot read the symlink '", target.string(), "': ", ec.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
   return target.string();
 }
 

@@ -186,10 +186,7 @@ TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
                                          [&](const Batch& batch) { return train_step(run, batch); });
-    if (stats.interrupted) {
-      if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epoch));
-      stop_interrupted(run.state, c, epoch);
-    }
+    if (stats.interrupted) stop_interrupted(run.state, c, epoch);
     const auto eval_start = std::chrono::steady_clock::now();
     result.metrics = evaluate(*run.model, *run.test_data, run.state.device);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();

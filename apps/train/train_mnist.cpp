@@ -147,10 +147,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
                                          [&](const Batch& batch) { return train_step(run, batch); });
-    if (stats.interrupted) {
-      if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epoch));
-      stop_interrupted(run.state, c, epoch);
-    }
+    if (stats.interrupted) stop_interrupted(run.state, c, epoch);
     const Evaluation ev = evaluate(*run.model, *run.test_data, run.state.device);
     const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = stats.mean_loss(), .test_loss = ev.loss,
                           .scores = {{"test_accuracy", ev.accuracy}}, .seconds = stats.seconds,

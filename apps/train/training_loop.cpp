@@ -85,7 +85,7 @@ EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t e
     stats.images += images;
     bar.update(b + 1, stats.mean_loss());
     if (InterruptGuard::requested()) {
-      stats.interrupted = true;  // the loader stays mid-epoch, where a resume continues
+      stats.interrupted = true;  // the command stops here (Note [Ctrl-C])
       break;
     }
   }
@@ -121,11 +121,13 @@ InterruptGuard::~InterruptGuard() { sigaction(SIGINT, &previous_sigint, nullptr)
 bool InterruptGuard::requested() { return interrupt_requested != 0; }
 
 void stop_interrupted(const TrainingState& state, const TrainingOptions& c, int64_t epoch) {
-  throw Interrupted(detail::concat("interrupted in epoch ", epoch + 1, " after step ", state.step,
-                                   c.save.empty() ? std::string("; nothing was saved (no --save)")
-                                                  : "; checkpoint written to '" + c.save +
-                                                        "' (continue with --resume " + c.save + ")"),
-                    __FILE__, __LINE__);
+  const std::string resume =
+      c.save.empty() ? std::string("; nothing was saved (no --save)")
+      : epoch == 0   ? "; no epoch was completed, so '" + c.save + "' was not written"
+                     : "; '" + c.save + "' holds epoch " + std::to_string(epoch) + " (continue with --resume " +
+                         c.save + ")";
+  throw Interrupted(detail::concat("interrupted in epoch ", epoch + 1, " after step ", state.step, resume), __FILE__,
+                    __LINE__);
 }
 
 TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done) {

@@ -74,10 +74,12 @@ EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t e
                        bool interactive, const std::function<double(const Batch&)>& step);
 
 // Note [Ctrl-C]: while a run holds an InterruptGuard, SIGINT only sets a flag; train_epoch
-// checks it after every step and ends the epoch there (EpochStats::interrupted). The command
-// then writes its checkpoint (--save; the loader position is mid-epoch, so --resume continues
-// from the next batch) and throws Interrupted, which `ember` turns into exit status 130. A
-// second Ctrl-C before that step ends kills the process as usual (the handler resets itself).
+// checks it after every step and ends the epoch there (EpochStats::interrupted); the command
+// throws Interrupted, which `ember` turns into exit status 130. The resume point is the
+// checkpoint --save wrote at the end of the last completed epoch: the partial epoch is not
+// saved, because the loader can restore its shuffle order only at an epoch boundary
+// (DataLoader::set_state), so a mid-epoch checkpoint would not resume bitwise. A second
+// Ctrl-C before the step ends kills the process as usual (the handler resets itself).
 class InterruptGuard {
  public:
   InterruptGuard();   // installs the handler, clears the flag
@@ -92,7 +94,7 @@ class Interrupted : public Error {
   using Error::Error;
 };
 
-// After an interrupted epoch: the checkpoint is already written; says where and throws.
+// After an interrupted epoch: throws Interrupted, naming the step and the resume point.
 [[noreturn]] void stop_interrupted(const TrainingState& state, const TrainingOptions& c, int64_t epoch);
 
 // The optimizer, schedule, generators, loader position and counts of a run after
