@@ -1,7 +1,7 @@
 // The ember command-line app: `ember demo`, `ember train mnist|metric`, `ember bench ...`,
 // `ember models`.
 // Usage errors (unknown flag, bad value) print one line and exit with status 2; failures while
-// running print "ember: error: ..." and exit with status 1.
+// running print "ember: error: ..." and exit with status 1 (Ctrl-C during training: 130).
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
@@ -20,6 +20,7 @@
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
+#include "apps/train/training_loop.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "nn/models/zoo.h"
@@ -94,6 +95,12 @@ void add_demo_command(CLI::App& app, CommandLine& cl) {
   cl.demo->add_option("--seed", cl.demo_options.seed, "random seed");
 }
 
+// An output flag needs a file name: `--save ''` is a usage error, not a run that saves nothing.
+CLI::Validator non_empty_path() {
+  return CLI::Validator([](std::string& path) { return path.empty() ? std::string("expected a file name") : ""; },
+                        "PATH");
+}
+
 // The options every train command shares (apps/train/training_options.h).
 void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& dry_run) {
   cmd.add_option("--data", c.data, "folder with the four IDX files (default: data/mnist or data/fashion-mnist)");
@@ -107,12 +114,12 @@ void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& 
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--schedule", c.schedule, "learning-rate schedule: cosine (per step, to 0) or none")
       ->check(CLI::IsMember({"cosine", "none"}));
-  cmd.add_option("--seed", c.seed, "random seed (initialisation, shuffling)");
+  cmd.add_option("--seed", c.seed, "random seed (initialisation, shuffling)")->check(CLI::NonNegativeNumber);
   cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd.add_option("--save", c.save, "write a training checkpoint (safetensors) after every epoch");
+  cmd.add_option("--save", c.save, "write a training checkpoint (safetensors) after every epoch")->check(non_empty_path());
   cmd.add_option("--resume", c.resume, "continue from a checkpoint written by --save")->check(CLI::ExistingFile);
-  cmd.add_option("--log", c.log, "write one CSV row per epoch");
-  cmd.add_option("--plot", c.plot, "write the loss and test-score curves as SVG");
+  cmd.add_option("--log", c.log, "write one CSV row per epoch")->check(non_empty_path());
+  cmd.add_option("--plot", c.plot, "write the loss and test-score curves as SVG")->check(non_empty_path());
   cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
                                                "continue with --resume)")->check(CLI::Range(1, 100000));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
@@ -314,6 +321,12 @@ void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::Tr
   if (cmd.count("--data") == 0 && c.dataset == "fashion-mnist") c.data = "data/fashion-mnist";
   if (dry_run) c.max_batches = 20;
   if (!c.resume.empty() && cmd.count("--epochs") == 0) c.epochs = 0;  // the checkpoint's
+  for (const CLI::Option* option : cmd.get_options())  // Note [Resume conflicts] (training_options.h)
+    if (option->count() > 0 && option->get_name().rfind("--", 0) == 0) {
+      std::string key = option->get_name().substr(2);
+      for (char& ch : key) ch = ch == '-' ? '_' : ch;
+      c.explicit_keys.push_back(key);
+    }
 }
 
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
@@ -383,14 +396,24 @@ int run_command(const CommandLine& cl) {
   return 0;
 }
 
-// A failure while running is one line on stderr and exit status 1.
+// A failure while running is one line on stderr and exit status 1 (130 after Ctrl-C), whatever was thrown: an
+// exception that is not an ember::Error is a bug to fix, but still no abort.
 int run_reporting_errors(const CommandLine& cl) {
   try {
     return run_command(cl);
+  } catch (const ember::apps::Interrupted& e) {  // Ctrl-C (Note [Ctrl-C] in training_loop.h)
+    std::cerr << "ember: " << e.what() << "\n";
+    return 130;
   } catch (const ember::Error& e) {
     std::cerr << "ember: error: " << e.what() << "\n";
-    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ember: error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "ember: error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "ember: error: unknown exception\n";
   }
+  return 1;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "core/safetensors.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -235,6 +237,11 @@ SafetensorsFile parse_safetensors(const uint8_t* data, size_t size, const std::s
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+  // A FIFO or device would block or never end; only regular files (after symlinks) are read.
+  struct stat st {};
+  EMBER_CHECK(::stat(path.c_str(), &st) == 0, "safetensors '", path, "': cannot open the file: ", std::strerror(errno));
+  EMBER_CHECK(S_ISREG(st.st_mode), "safetensors '", path, "': expected a regular file, got ",
+              S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or special file");
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   EMBER_CHECK(f, "safetensors '", path, "': cannot open the file: ", std::strerror(errno));
   EMBER_CHECK(std::fseek(f.get(), 0, SEEK_END) == 0, "safetensors '", path, "': cannot seek: ", std::strerror(errno));

@@ -1,12 +1,28 @@
 #include "core/shape.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ember {
 
-int64_t numel_of(const Shape& shape) {
+int64_t checked_size_mul(int64_t a, int64_t b, const char* op) {
+  int64_t out = 0;
+  EMBER_CHECK(!__builtin_mul_overflow(a, b, &out), op, ": the size ", a, " x ", b,
+              " overflows 64-bit sizes");
+  return out;
+}
+
+int64_t numel_of(const Shape& shape, const char* op) {
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0, op, ": sizes must be non-negative, got ", shape_str(shape));
+  // An empty tensor has no elements whatever its other dims (and no product to overflow).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    EMBER_CHECK(!__builtin_mul_overflow(n, d, &n), op, ": shape ", shape_str(shape),
+                " has more than 2^63 elements");
+  }
   return n;
 }
 
@@ -15,7 +31,7 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    s = checked_size_mul(s, std::max<int64_t>(shape[i], 1), "contiguous_strides");
   }
   return strides;
 }

@@ -12,7 +12,15 @@ namespace ember {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
-int64_t numel_of(const Shape& shape);
+// Note [Checked sizes]: every size ember computes from a shape goes through these, so a shape
+// whose element count (or a stride) does not fit in int64 is an Error, never a wrapped count
+// that a later kernel writes past. A tensor's numel and nbytes are checked once, when its
+// storage is created (Tensor::empty); products of some of its dims are then bounded by them.
+
+// The element count; a negative dim or an overflowing product is an Error naming `op`.
+int64_t numel_of(const Shape& shape, const char* op = "numel");
+// a * b for non-negative sizes; an overflow is an Error naming `op`.
+int64_t checked_size_mul(int64_t a, int64_t b, const char* op);
 Strides contiguous_strides(const Shape& shape);
 
 // Maps a possibly negative dim into [0, rank); out of range is an Error naming `op`.

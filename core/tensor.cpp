@@ -8,16 +8,14 @@ TensorImpl& Tensor::impl() const {
 }
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
-  for (int64_t d : shape)
-    EMBER_CHECK(d >= 0, "empty: sizes must be non-negative, got ", shape_str(shape));
   EMBER_CHECK(options.dtype != DType::bf16 && options.dtype != DType::f16,
               "empty: dtype ", dtype_name(options.dtype), " is not supported yet");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
+  impl->numel = numel_of(shape, "empty");
   impl->strides = contiguous_strides(shape);
-  impl->numel = numel_of(shape);
   impl->dtype = options.dtype;
-  const size_t nbytes = size_t(impl->numel) * dtype_size(options.dtype);
+  const auto nbytes = size_t(checked_size_mul(impl->numel, int64_t(dtype_size(options.dtype)), "empty"));
   impl->storage = std::make_shared<Storage>(allocator_for(options.device).allocate(nbytes), nbytes,
                                             options.device);
   Tensor t(std::move(impl));
@@ -28,7 +26,7 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
 Tensor Tensor::view_of(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.impl().storage;
-  impl->numel = numel_of(shape);
+  impl->numel = numel_of(shape, "view");
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->offset = offset;

@@ -1,11 +1,12 @@
 #include "nn/checkpoint.h"
 
-#include <charconv>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/json_fields.h"
 
 namespace ember {
 
@@ -13,15 +14,6 @@ namespace {
 
 constexpr const char* kFormat = "ember.training_checkpoint.v1";
 const char* const kSections[] = {"model.", "optimizer.", "scheduler."};
-
-uint64_t parse_u64(const Json& j, const std::string& what) {
-  const std::string& s = j.as_string();
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  EMBER_CHECK(ec == std::errc() && end == s.data() + s.size() && !s.empty(), what,
-              ": expected an unsigned 64-bit integer as a decimal string, got '", s, "'");
-  return v;
-}
 
 const std::string& metadata_entry(const std::map<std::string, std::string>& metadata, const std::string& key,
                                   const std::string& path) {
@@ -109,18 +101,42 @@ TrainingCheckpoint load_checkpoint(const std::string& path) {
   ck.optimizer = sub_state_dict(all, "optimizer.");
   ck.scheduler = sub_state_dict(all, "scheduler.");
 
+  // Note [Checkpoint fields]: every value is read through core/json_fields.h, so a wrong kind,
+  // a missing field or a value out of range is an Error naming the file and the field.
   const std::string where = "checkpoint '" + path + "'";
-  const Json progress = Json::parse(metadata_entry(metadata, "progress", path), where + " progress");
-  ck.epoch = progress.at("epoch").as_int();
-  ck.step = progress.at("step").as_int();
-  for (const auto& [name, value] : progress.at("counters").as_object()) ck.counters[name] = value.as_int();
-  const Json rng = Json::parse(metadata_entry(metadata, "rng", path), where + " rng");
-  for (const auto& [name, entry] : rng.as_object())
-    ck.rng[name] = {parse_u64(entry.at("seed"), where + " rng." + name + ".seed"),
-                    parse_u64(entry.at("offset"), where + " rng." + name + ".offset")};
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::string progress_where = where + " progress";
+  const Json progress = Json::parse(metadata_entry(metadata, "progress", path), progress_where);
+  ck.epoch = json_int(json_field(progress, "epoch", progress_where), progress_where + ".epoch", 0, kMax);
+  ck.step = json_int(json_field(progress, "step", progress_where), progress_where + ".step", 0, kMax);
+  const std::string counters_where = progress_where + ".counters";
+  for (const auto& [name, value] : json_object(json_field(progress, "counters", progress_where), counters_where))
+    ck.counters[name] = json_int(value, counters_where + "." + name, 0, kMax);
+  const std::string rng_where = where + " rng";
+  const Json rng = Json::parse(metadata_entry(metadata, "rng", path), rng_where);
+  for (const auto& [name, entry] : json_object(rng, rng_where)) {
+    const std::string entry_where = rng_where + "." + name;
+    ck.rng[name] = {json_u64_string(json_field(entry, "seed", entry_where), entry_where + ".seed"),
+                    json_u64_string(json_field(entry, "offset", entry_where), entry_where + ".offset")};
+  }
   ck.config = metadata_entry(metadata, "config", path);
   Json::parse(ck.config, where + " config");
+  ck.source = path;
   return ck;
+}
+
+const RngState& checkpoint_rng(const TrainingCheckpoint& ck, const std::string& name) {
+  auto it = ck.rng.find(name);
+  EMBER_CHECK(it != ck.rng.end(), "checkpoint '", ck.source, "': its rng metadata has no '", name,
+              "' generator, which a resumed run needs");
+  return it->second;
+}
+
+int64_t checkpoint_counter(const TrainingCheckpoint& ck, const std::string& name) {
+  auto it = ck.counters.find(name);
+  EMBER_CHECK(it != ck.counters.end(), "checkpoint '", ck.source, "': its progress.counters has no '", name,
+              "', which a resumed run needs");
+  return it->second;
 }
 
 }  // namespace ember

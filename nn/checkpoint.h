@@ -54,10 +54,15 @@ struct TrainingCheckpoint {
   std::map<std::string, RngState> rng;      // "default", "loader", ...
   std::map<std::string, int64_t> counters;  // anything else a resume needs ("loader.batch", ...)
   std::string config = "{}";                // JSON text
+  std::string source;                       // the file load_checkpoint read, for errors
 };
 
 void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoint);
-// Validates the layout above; errors name the file and the problem.
+// Validates the layout above (every field's kind; epoch, step and counters non-negative);
+// errors name the file, the field and what was expected.
 TrainingCheckpoint load_checkpoint(const std::string& path);
+// A generator or counter a resume needs; one the checkpoint lacks is an Error naming the file.
+const RngState& checkpoint_rng(const TrainingCheckpoint& checkpoint, const std::string& name);
+int64_t checkpoint_counter(const TrainingCheckpoint& checkpoint, const std::string& name);
 
 }  // namespace ember

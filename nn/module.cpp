@@ -179,12 +179,15 @@ StateDict Module::state_dict() const {
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
   const StateDict own = state_dict();
-  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::string> missing, unexpected, mismatched, wrong_dtype;
   for (const auto& [name, t] : own) {
     auto it = state.find(name);
     if (it == state.end()) missing.push_back(name);
     else if (it->second.shape() != t.shape())
       mismatched.push_back(name + ": given " + shape_str(it->second.shape()) + ", module has " + shape_str(t.shape()));
+    else if (it->second.dtype() != t.dtype())
+      wrong_dtype.push_back(name + ": given dtype " + std::string(dtype_name(it->second.dtype())) + ", module has " +
+                           std::string(dtype_name(t.dtype())));
   }
   for (const auto& [name, t] : state)
     if (!own.count(name)) unexpected.push_back(name);
@@ -194,11 +197,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     return "[" + s + "]";
   };
   const bool key_problems = strict && (!missing.empty() || !unexpected.empty());
-  if (key_problems || !mismatched.empty()) {
+  if (key_problems || !mismatched.empty() || !wrong_dtype.empty()) {
     std::string msg = "load_state_dict: the state does not match the " + type_name_ + " module:";
     if (strict && !missing.empty()) msg += " missing keys " + list(missing) + ";";
     if (strict && !unexpected.empty()) msg += " unexpected keys " + list(unexpected) + ";";
     if (!mismatched.empty()) msg += " shape mismatches " + list(mismatched) + ";";
+    if (!wrong_dtype.empty()) msg += " dtype mismatches " + list(wrong_dtype) + ";";
     msg.pop_back();
     EMBER_FAIL(msg);
   }

@@ -78,6 +78,8 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
 Tensor from_data(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
   options.dtype = dtype;
   Tensor host = Tensor::empty(shape, {.dtype = dtype});
+  EMBER_CHECK(data != nullptr || host.nbytes() == 0, "from_data: data is null but shape ", shape_str(shape),
+              " needs ", host.nbytes(), " bytes");
   if (host.nbytes()) std::memcpy(host.raw_data(), data, host.nbytes());
   Tensor t = options.device.is_cpu() ? host : host.to(options.device);
   return finish(t, options);

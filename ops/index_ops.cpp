@@ -101,6 +101,13 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype) {
   EMBER_CHECK(labels.dtype() == DType::i64, "one_hot: labels must be i64, got ", dtype_name(labels.dtype()));
   EMBER_CHECK(classes > 0, "one_hot: classes must be positive, got ", classes);
+  // Note [one_hot negatives]: scatter_add counts a negative index from the end, so -1 would
+  // silently become class `classes - 1`. A class is never negative: the minimum is read back
+  // (on CUDA scatter_add synchronises for its own index check anyway, Note [index checks]).
+  if (labels.numel() > 0) {
+    const auto lowest = int64_t(min(labels).item());
+    EMBER_CHECK(lowest >= 0, "one_hot: classes are in [0, ", classes, "), got a negative label ", lowest);
+  }
   Shape shape = labels.shape();
   shape.push_back(classes);
   Tensor out = zeros(shape, {.dtype = dtype, .device = labels.device()});

@@ -32,7 +32,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
       infer = int64_t(i);
     } else {
       EMBER_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      known = checked_size_mul(known, out[i], op);
     }
   }
   if (infer >= 0) {
@@ -40,7 +40,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
                 " elements (input shape ", shape_str(from), ")");
     out[size_t(infer)] = numel / known;
   }
-  EMBER_CHECK(numel_of(out) == numel, op, ": shape ", shape_str(shape), " is invalid for an input of shape ",
+  EMBER_CHECK(numel_of(out, op) == numel, op, ": shape ", shape_str(shape), " is invalid for an input of shape ",
               shape_str(from), " (", numel, " elements)");
   return out;
 }

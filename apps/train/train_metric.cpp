@@ -37,7 +37,9 @@ std::string run_title(const TrainMetricConfig& c) {
 }
 
 TrainMetricConfig config_for_resume(const TrainMetricConfig& given, const TrainingCheckpoint& resumed) {
-  TrainMetricConfig c = TrainMetricConfig::from_json(Json::parse(resumed.config, "checkpoint config"));
+  const std::string where = "checkpoint '" + given.resume + "' config";
+  TrainMetricConfig c = TrainMetricConfig::from_json(Json::parse(resumed.config, where), where);
+  check_resume_conflicts(c.to_json(), given.to_json(), given.explicit_keys, "train metric");
   c.take_run_control(given);
   return c;
 }
@@ -81,6 +83,7 @@ MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
   run.test_data = std::make_shared<MnistDataset>(c.data, false);
+  check_datasets(*run.train_data, *run.test_data, c, "train metric");
   run.model = mnist_embedding_net(c.dim);
   run.model->to(run.state.device);
   run.loss = make_metric_loss(c.loss, {.num_classes = count_classes(run.train_data->targets()), .embedding_size = c.dim},
@@ -168,6 +171,7 @@ void write_epoch_outputs(const MetricRun& run, int64_t epochs_done, const RunLog
 
 TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out, std::ostream& progress_out,
                                bool interactive, const std::vector<MetricLossRow>& losses) {
+  given.check_outputs("train metric");  // before any work: a bad --save should not cost an epoch
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
   const TrainMetricConfig c = resumed ? config_for_resume(given, *resumed) : given;
@@ -178,9 +182,11 @@ TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out
 
   TrainMetricResult result;
   RunLog log;  // the epochs this process trains
+  const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
                                          [&](const Batch& batch) { return train_step(run, batch); });
+    if (stats.interrupted) stop_interrupted(run.state, c, epoch);
     const auto eval_start = std::chrono::steady_clock::now();
     result.metrics = evaluate(*run.model, *run.test_data, run.state.device);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();

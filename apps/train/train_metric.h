@@ -31,7 +31,7 @@ struct TrainMetricConfig : TrainingOptions {
 
   Json to_json() const;
   // Reads the fields a checkpoint stored (unknown keys are an error naming them).
-  static TrainMetricConfig from_json(const Json& json);
+  static TrainMetricConfig from_json(const Json& json, const std::string& where = "config");
   // What is wrong with the flags' combination, in the flags' words ("" when nothing is): the
   // CLI reports it as a usage error. Both datasets have 10 classes.
   std::string flag_problem(const std::vector<MetricLossRow>& losses = metric_loss_table()) const;

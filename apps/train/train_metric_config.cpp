@@ -3,6 +3,7 @@
 
 #include "apps/train/train_metric.h"
 #include "core/error.h"
+#include "core/json_fields.h"
 
 namespace ember::apps {
 
@@ -23,14 +24,14 @@ Json TrainMetricConfig::to_json() const {
   return j;
 }
 
-TrainMetricConfig TrainMetricConfig::from_json(const Json& j) {
+TrainMetricConfig TrainMetricConfig::from_json(const Json& j, const std::string& where) {
   TrainMetricConfig c;
-  for (const auto& [key, value] : j.as_object()) {
-    if (c.read_json_field(key, value)) continue;
-    if (key == "loss") c.loss = value.as_string();
-    else if (key == "dim") c.dim = value.as_int();
-    else if (key == "per_class") c.per_class = value.as_int();
-    else EMBER_FAIL("train metric: unknown configuration key '", key, "' in the checkpoint");
+  for (const auto& [key, value] : json_object(j, where)) {
+    if (c.read_json_field(key, value, where)) continue;
+    if (key == "loss") c.loss = json_string(value, where + ".loss");
+    else if (key == "dim") c.dim = json_int(value, where + ".dim");
+    else if (key == "per_class") c.per_class = json_int(value, where + ".per_class");
+    else EMBER_FAIL("train metric: unknown configuration key '", key, "' in ", where);
   }
   return c;
 }

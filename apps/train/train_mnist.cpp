@@ -35,7 +35,9 @@ struct Evaluation {
 std::string model_title(const TrainMnistConfig& c) { return c.model + " on " + c.dataset; }
 
 TrainMnistConfig config_for_resume(const TrainMnistConfig& given, const TrainingCheckpoint& resumed) {
-  TrainMnistConfig c = TrainMnistConfig::from_json(Json::parse(resumed.config, "checkpoint config"));
+  const std::string where = "checkpoint '" + given.resume + "' config";
+  TrainMnistConfig c = TrainMnistConfig::from_json(Json::parse(resumed.config, where), where);
+  check_resume_conflicts(c.to_json(), given.to_json(), given.explicit_keys, "train mnist");
   c.take_run_control(given);
   return c;
 }
@@ -49,6 +51,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
   run.test_data = std::make_shared<MnistDataset>(c.data, false);
+  check_datasets(*run.train_data, *run.test_data, c, "train mnist");
   run.model = make_mnist_model(c.model);
   run.model->to(run.state.device);
   auto [decay, no_decay] = split_weight_decay(*run.model);
@@ -129,6 +132,7 @@ void write_epoch_outputs(const MnistRun& run, int64_t epochs_done, const RunLog&
 
 TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, std::ostream& progress_out,
                              bool interactive) {
+  given.check_outputs("train mnist");  // before any work: a bad --save should not cost an epoch
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
   const TrainMnistConfig c = resumed ? config_for_resume(given, *resumed) : given;
@@ -139,9 +143,11 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
 
   TrainMnistResult result;
   RunLog log;  // the epochs this process trains
+  const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
                                          [&](const Batch& batch) { return train_step(run, batch); });
+    if (stats.interrupted) stop_interrupted(run.state, c, epoch);
     const Evaluation ev = evaluate(*run.model, *run.test_data, run.state.device);
     const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = stats.mean_loss(), .test_loss = ev.loss,
                           .scores = {{"test_accuracy", ev.accuracy}}, .seconds = stats.seconds,

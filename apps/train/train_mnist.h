@@ -22,7 +22,7 @@ struct TrainMnistConfig : TrainingOptions {
 
   Json to_json() const;
   // Reads the fields a checkpoint stored (unknown keys are an error naming them).
-  static TrainMnistConfig from_json(const Json& json);
+  static TrainMnistConfig from_json(const Json& json, const std::string& where = "config");
 };
 
 struct TrainMnistResult {

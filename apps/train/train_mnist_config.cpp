@@ -3,6 +3,7 @@
 
 #include "apps/train/train_mnist.h"
 #include "core/error.h"
+#include "core/json_fields.h"
 
 namespace ember::apps {
 
@@ -13,12 +14,12 @@ Json TrainMnistConfig::to_json() const {
   return j;
 }
 
-TrainMnistConfig TrainMnistConfig::from_json(const Json& j) {
+TrainMnistConfig TrainMnistConfig::from_json(const Json& j, const std::string& where) {
   TrainMnistConfig c;
-  for (const auto& [key, value] : j.as_object()) {
-    if (c.read_json_field(key, value)) continue;
-    if (key == "model") c.model = value.as_string();
-    else EMBER_FAIL("train mnist: unknown configuration key '", key, "' in the checkpoint");
+  for (const auto& [key, value] : json_object(j, where)) {
+    if (c.read_json_field(key, value, where)) continue;
+    if (key == "model") c.model = json_string(value, where + ".model");
+    else EMBER_FAIL("train mnist: unknown configuration key '", key, "' in ", where);
   }
   return c;
 }

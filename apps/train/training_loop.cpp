@@ -1,7 +1,10 @@
 // The shared training loop (training_loop.h).
 #include "apps/train/training_loop.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <ostream>
 
@@ -29,6 +32,12 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainingOptions& c, std::vector<
   if (c.optimizer == "adam") return std::make_unique<Adam>(std::move(groups));
   if (c.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups));
   EMBER_FAIL("unknown optimizer '", c.optimizer, "' (expected sgd, adam or adamw)");
+}
+
+void check_datasets(const TensorDataset& train, const TensorDataset& test, const TrainingOptions& c,
+                    const std::string& command) {
+  EMBER_CHECK(train.size() > 0, command, ": the training set in '", c.data, "' has no images");
+  EMBER_CHECK(test.size() > 0, command, ": the test set in '", c.data, "' has no images (nothing to score)");
 }
 
 int64_t batches_per_epoch(const TrainingOptions& c, const DataLoader& loader) {
@@ -65,16 +74,60 @@ EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t e
     if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
     if (!batch) break;
     const double loss = step(*batch);
+    // Note [Non-finite loss]: a NaN or infinite loss means the run has diverged; every later
+    // epoch would print nan and --save would overwrite the last good checkpoint with it. The
+    // run stops here, before this epoch's outputs are written.
+    EMBER_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at epoch ", epoch + 1, ", step ",
+                state.step, " (batch ", b + 1, " of ", batches, "); try a lower --lr. The outputs of epoch ",
+                epoch + 1, " were not written", c.save.empty() ? "" : "; the last checkpoint is unchanged");
     const int64_t images = batch->inputs.size(0);
     stats.loss_sum += loss * double(images);
     stats.images += images;
     bar.update(b + 1, stats.mean_loss());
+    if (InterruptGuard::requested()) {
+      stats.interrupted = true;  // the command stops here (Note [Ctrl-C])
+      break;
+    }
   }
   // Finish the loader's epoch so the next one starts fresh (a dry run stops early).
-  while (loader.next()) {}
+  if (!stats.interrupted)
+    while (loader.next()) {}
   bar.finish();
   stats.seconds = bar.elapsed_seconds();
   return stats;
+}
+
+namespace {
+
+volatile sig_atomic_t interrupt_requested = 0;
+
+extern "C" void on_sigint(int) { interrupt_requested = 1; }
+
+struct sigaction previous_sigint;
+
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  interrupt_requested = 0;
+  struct sigaction action {};
+  action.sa_handler = on_sigint;
+  action.sa_flags = SA_RESETHAND;  // a second Ctrl-C is not caught
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &previous_sigint);
+}
+
+InterruptGuard::~InterruptGuard() { sigaction(SIGINT, &previous_sigint, nullptr); }
+
+bool InterruptGuard::requested() { return interrupt_requested != 0; }
+
+void stop_interrupted(const TrainingState& state, const TrainingOptions& c, int64_t epoch) {
+  const std::string resume =
+      c.save.empty() ? std::string("; nothing was saved (no --save)")
+      : epoch == 0   ? "; no epoch was completed, so '" + c.save + "' was not written"
+                     : "; '" + c.save + "' holds epoch " + std::to_string(epoch) + " (continue with --resume " +
+                         c.save + ")";
+  throw Interrupted(detail::concat("interrupted in epoch ", epoch + 1, " after step ", state.step, resume), __FILE__,
+                    __LINE__);
 }
 
 TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done) {
@@ -94,10 +147,10 @@ TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epoch
 void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed) {
   state.optimizer->load_state_dict(resumed.optimizer);
   if (state.schedule) state.schedule->load_state_dict(resumed.scheduler);
-  restore_rng(default_generator(), resumed.rng.at("default"));
-  const RngState ls = resumed.rng.at("loader");
-  state.loader->set_state(
-      {ls.seed, ls.offset, resumed.counters.at("loader.epoch"), resumed.counters.at("loader.batch")});
+  restore_rng(default_generator(), checkpoint_rng(resumed, "default"));
+  const RngState ls = checkpoint_rng(resumed, "loader");
+  state.loader->set_state({ls.seed, ls.offset, checkpoint_counter(resumed, "loader.epoch"),
+                           checkpoint_counter(resumed, "loader.batch")});
   state.start_epoch = resumed.epoch;
   state.step = resumed.step;
 }

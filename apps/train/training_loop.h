@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "apps/train/training_options.h"
+#include "core/error.h"
 #include "datasets/data_loader.h"
+#include "datasets/tensor_dataset.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/optimizer.h"
@@ -43,12 +45,16 @@ struct EpochStats {
   double loss_sum = 0;  // batch losses weighted by batch size
   int64_t images = 0;
   double seconds = 0;
+  bool interrupted = false;  // Ctrl-C: the epoch stopped after a step (Note [Ctrl-C])
   double mean_loss() const { return images > 0 ? loss_sum / double(images) : 0.0; }
 };
 
 // c.optimizer over two groups: `decay` with c.weight_decay, `no_decay` without.
 std::unique_ptr<Optimizer> make_optimizer(const TrainingOptions& c, std::vector<Tensor> decay,
                                           std::vector<Tensor> no_decay);
+// Neither split may be empty (an empty test set would score 0/0); errors name `command` and c.data.
+void check_datasets(const TensorDataset& train, const TensorDataset& test, const TrainingOptions& c,
+                    const std::string& command);
 // Batches per epoch: the loader's, or the first max_batches of it (--dry-run).
 int64_t batches_per_epoch(const TrainingOptions& c, const DataLoader& loader);
 // The cosine schedule over the whole run as configured (a resumed run continues the same
@@ -62,9 +68,34 @@ int64_t end_epoch(const TrainingOptions& c);
 double optimizer_step(TrainingState& state, const Tensor& loss);
 
 // One pass over the loader (or its first max_batches) with a progress bar; `step` trains on a
-// batch and returns its mean loss.
+// batch and returns its mean loss. A non-finite loss is an Error naming the epoch and step
+// (Note [Non-finite loss]).
 EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t epoch, std::ostream& progress,
                        bool interactive, const std::function<double(const Batch&)>& step);
+
+// Note [Ctrl-C]: while a run holds an InterruptGuard, SIGINT only sets a flag; train_epoch
+// checks it after every step and ends the epoch there (EpochStats::interrupted); the command
+// throws Interrupted, which `ember` turns into exit status 130. The resume point is the
+// checkpoint --save wrote at the end of the last completed epoch: the partial epoch is not
+// saved, because the loader can restore its shuffle order only at an epoch boundary
+// (DataLoader::set_state), so a mid-epoch checkpoint would not resume bitwise. A second
+// Ctrl-C before the step ends kills the process as usual (the handler resets itself).
+class InterruptGuard {
+ public:
+  InterruptGuard();   // installs the handler, clears the flag
+  ~InterruptGuard();  // restores the previous handler
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  static bool requested();
+};
+
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+// After an interrupted epoch: throws Interrupted, naming the step and the resume point.
+[[noreturn]] void stop_interrupted(const TrainingState& state, const TrainingOptions& c, int64_t epoch);
 
 // The optimizer, schedule, generators, loader position and counts of a run after
 // `epochs_done` epochs; the caller adds the model and the config.

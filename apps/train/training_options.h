@@ -6,13 +6,15 @@
 //   struct MyConfig : TrainingOptions { std::string model = "mlp"; };
 //   Json j = Json::object();
 //   c.write_json(j);                             // the recipe, as a checkpoint stores it
-//   for (auto& [key, value] : j.as_object()) c.read_json_field(key, value);   // back
+//   for (auto& [key, value] : j.as_object()) c.read_json_field(key, value, "config");   // back
+//   check_resume_conflicts(resumed_json, given_json, given.explicit_keys, "train mnist");
 //   resumed.take_run_control(given);             // where the data lives, how long, what to write
 //   c.check("train mnist");                      // errors name the command and the value
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 
@@ -36,16 +38,31 @@ struct TrainingOptions {
   std::string plot;                // SVG of the curves
   int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
   int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
+  // The recipe keys (as in write_json: "lr", "batch_size", "model", ...) the command line set
+  // explicitly; with --resume, each must agree with the checkpoint (check_resume_conflicts).
+  std::vector<std::string> explicit_keys;
 
   // The recipe fields (not the run control or outputs) into a checkpoint's config object.
   void write_json(Json& object) const;
-  // Reads one field written by write_json; false when `key` is not one of them.
-  bool read_json_field(const std::string& key, const Json& value);
+  // Reads one field written by write_json; false when `key` is not one of them. A value of the
+  // wrong kind is an Error naming `where` and the key (ranges are check()'s).
+  bool read_json_field(const std::string& key, const Json& value, const std::string& where);
   // A resumed run takes its recipe from the checkpoint; where the data lives, how long to train
   // (epochs <= 0 keeps the checkpoint's) and what to write come from the command line.
   void take_run_control(const TrainingOptions& given);
-  // Dataset, epochs, batch size, optimizer and schedule; errors start with `command`.
+  // Dataset, epochs, batch size, lr, momentum, weight decay, optimizer and schedule; errors
+  // start with `command`.
   void check(const std::string& command) const;
+  // --save, --log and --plot can be written (core/atomic_file.h), checked before any work.
+  void check_outputs(const std::string& command) const;
 };
+
+// Note [Resume conflicts]: a resumed run trains the checkpoint's recipe. A recipe flag given
+// explicitly on the command line that differs from the checkpoint's value is an Error listing
+// every conflict (flag, given value, checkpoint value), rather than being silently ignored or
+// silently winning: either would train something other than what one of the two sources says.
+// Run control (--data, --epochs, --stop-after, outputs) comes from the command line as before.
+void check_resume_conflicts(const Json& checkpoint_recipe, const Json& given_recipe,
+                            const std::vector<std::string>& explicit_keys, const std::string& command);
 
 }  // namespace ember::apps

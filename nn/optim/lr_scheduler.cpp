@@ -39,8 +39,14 @@ void LrScheduler::load_state_dict(const StateDict& state) {
               "LrScheduler::load_state_dict: 'base_lrs' must be f64 (", base_lrs_.size(), ") for ",
               base_lrs_.size(), " parameter groups, got ", dtype_name(bases->second.dtype()), " ",
               shape_str(bases->second.shape()));
-  t_ = int64_t(step->second.item());
-  base_lrs_ = bases->second.to_vector<double>();
+  const auto last_step = int64_t(step->second.item());
+  EMBER_CHECK(last_step >= 0, "LrScheduler::load_state_dict: 'last_step' must be non-negative, got ", last_step);
+  const std::vector<double> base_lrs = bases->second.to_vector<double>();
+  for (double lr : base_lrs)
+    EMBER_CHECK(std::isfinite(lr) && lr >= 0, "LrScheduler::load_state_dict: 'base_lrs' must be finite and "
+                "non-negative, got ", lr);
+  t_ = last_step;
+  base_lrs_ = base_lrs;
   apply();
 }
 

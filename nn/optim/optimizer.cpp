@@ -1,5 +1,7 @@
 #include "nn/optim/optimizer.h"
 
+#include <cmath>
+
 #include <set>
 
 #include "autograd/graph.h"
@@ -84,7 +86,11 @@ void Optimizer::load_state_dict(const StateDict& state) {
   size_t index = 0;
   for (size_t g = 0; g < num_groups(); ++g) {
     const std::string group = "param_groups." + std::to_string(g) + ".";
-    if (const Tensor* lr_t = scalar(group + "lr", DType::f64)) lrs[g] = lr_t->item();
+    if (const Tensor* lr_t = scalar(group + "lr", DType::f64)) {
+      lrs[g] = lr_t->item();
+      if (!std::isfinite(lrs[g]) || lrs[g] < 0)
+        problems.push_back("'" + group + "lr' must be a finite non-negative number, got " + std::to_string(lrs[g]));
+    }
     if (const Tensor* n = scalar(group + "num_params", DType::i64); n && int64_t(n->item()) != int64_t(group_params(g).size()))
       problems.push_back("group " + std::to_string(g) + " has " + std::to_string(int64_t(n->item())) +
                          " parameters in the state but " + std::to_string(group_params(g).size()) + " here");
@@ -92,11 +98,20 @@ void Optimizer::load_state_dict(const StateDict& state) {
       const std::string prefix = "state." + std::to_string(index) + ".";
       ParamState& ps = loaded[index++];
       if (!state.count(prefix + "step")) continue;  // never updated
-      if (const Tensor* s = scalar(prefix + "step", DType::i64)) ps.step = int64_t(s->item());
+      if (const Tensor* s = scalar(prefix + "step", DType::i64)) {
+        ps.step = int64_t(s->item());
+        if (ps.step < 0) problems.push_back("'" + prefix + "step' must be non-negative, got " + std::to_string(ps.step));
+      }
       for (const std::string& name : names) {
         auto it = state.find(prefix + name);
         if (it == state.end()) continue;  // optional buffers (momentum 0, amsgrad off)
         used.insert(it->first);
+        if (it->second.dtype() != param.dtype()) {
+          problems.push_back("'" + it->first + "' has dtype " + std::string(dtype_name(it->second.dtype())) +
+                             ", parameter " + std::to_string(index - 1) + " has " +
+                             std::string(dtype_name(param.dtype())));
+          continue;
+        }
         if (it->second.shape() != param.shape()) {
           problems.push_back("'" + it->first + "' has shape " + shape_str(it->second.shape()) + ", parameter " +
                              std::to_string(index - 1) + " has " + shape_str(param.shape()));

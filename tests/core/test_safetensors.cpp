@@ -2,8 +2,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "support/test_support.h"
@@ -247,7 +249,7 @@ TEST_CASE("safetensors: writing is atomic and validates its input") {
   CHECK(files == 1);
 
   CHECK_THROWS_WITH(write_safetensors(dir.file("no/such/dir/x.safetensors"), {{"w", DType::f32, {2}, a}}),
-                    Catch::Contains("cannot create the temporary file") && Catch::Contains("No such file or directory"));
+                    Catch::Contains("the directory '") && Catch::Contains("no/such/dir' does not exist"));
 }
 
 TEST_CASE("safetensors: dtype names") {
@@ -255,4 +257,57 @@ TEST_CASE("safetensors: dtype names") {
   CHECK(safetensors_dtype_name(DType::boolean) == "BOOL");
   CHECK(safetensors_dtype("I64", "t") == DType::i64);
   CHECK_THROWS_WITH(safetensors_dtype("f32", "t"), Catch::StartsWith("t: unsupported dtype \"f32\""));
+}
+
+// Note [Replace targets] (core/atomic_file.h).
+TEST_CASE("safetensors: writing through a symlink replaces its target; the link stays a link") {
+  TempDir dir;
+  const float a[2] = {1.f, 2.f};
+  fs::create_directories(dir.path / "real");
+  const std::string target = dir.file("real/model.safetensors"), link = dir.file("last.safetensors");
+  write_safetensors(target, {{"w", DType::f32, {2}, a}});
+  fs::create_symlink(target, link);
+  const float b[2] = {3.f, 4.f};
+  write_safetensors(link, {{"w", DType::f32, {2}, b}});
+  CHECK(fs::is_symlink(link));
+  CHECK(values_of<float>(read_safetensors(target).tensors.at(0)) == std::vector<float>{3.f, 4.f});
+  size_t leftovers = 0;  // no temporary file beside the link or the target
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path)) leftovers += entry.path().string().find(".tmp.") != std::string::npos;
+  CHECK(leftovers == 0);
+
+  // A dangling link: the file it names is created.
+  const std::string dangling = dir.file("dangling.safetensors");
+  fs::create_symlink(dir.file("real/new.safetensors"), dangling);
+  write_safetensors(dangling, {{"w", DType::f32, {2}, a}});
+  CHECK(fs::is_symlink(dangling));
+  CHECK(fs::is_regular_file(dir.file("real/new.safetensors")));
+}
+
+TEST_CASE("safetensors: a target that is a device, FIFO or directory is refused and left as it was") {
+  TempDir dir;
+  const float a[2] = {1.f, 2.f};
+  // /dev/null must stay a device: replacing it would break the whole machine.
+  CHECK_THROWS_WITH(write_safetensors("/dev/null", {{"w", DType::f32, {2}, a}}),
+                    Catch::Contains("'/dev/null' exists and is not a regular file (a device)"));
+  CHECK(fs::is_character_file("/dev/null"));
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(write_safetensors(fifo, {{"w", DType::f32, {2}, a}}), Catch::Contains("(a FIFO)"));
+  CHECK(fs::is_fifo(fifo));
+  fs::create_directories(dir.path / "sub");
+  CHECK_THROWS_WITH(write_safetensors(dir.file("sub"), {{"w", DType::f32, {2}, a}}), Catch::Contains("(a directory)"));
+  // A link to a device is refused the same way, and stays a link.
+  fs::create_symlink("/dev/null", dir.file("null_link"));
+  CHECK_THROWS_WITH(write_safetensors(dir.file("null_link"), {{"w", DType::f32, {2}, a}}), Catch::Contains("(a device)"));
+  CHECK(fs::is_symlink(dir.file("null_link")));
+  CHECK_THROWS_WITH(check_output_path("", "--save"), Catch::Contains("--save: expected a file name"));
+  CHECK_NOTHROW(check_output_path(dir.file("fresh.safetensors"), "--save"));
+}
+
+TEST_CASE("safetensors: reading a FIFO or a directory is an error, not a hang") {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_safetensors(fifo), Catch::Contains("expected a regular file, got a FIFO"));
+  CHECK_THROWS_WITH(read_safetensors(dir.path.string()), Catch::Contains("expected a regular file, got a directory"));
 }

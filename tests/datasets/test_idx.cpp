@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <zlib.h>
+
 #include <filesystem>
 
 #include "core/error.h"
@@ -86,4 +88,30 @@ TEST_CASE("idx: file-level failures: missing, truncated gzip, corrupt gzip") {
   // A valid gzip of a malformed IDX reports the IDX problem with the file name.
   write_bytes(dir.file("short.gz"), idx_bytes({10}, {1, 2, 3}), true);
   CHECK_THROWS_WITH(read_idx(dir.file("short.gz")), Catch::Contains("short.gz': truncated: dims (10,) need 10 data bytes, the file has 3"));
+}
+
+// Note [Bounded inflate] (datasets/idx.cpp).
+TEST_CASE("idx: gzip is inflated only as far as the header promises") {
+  TempDir dir("idx_bomb");
+  // A bomb: a 10-byte array followed by 64 MiB of zeros, about 64 KiB compressed. Reading
+  // stops one byte past the promise instead of inflating it all.
+  const std::string bomb = dir.file("bomb.gz");
+  {
+    gzFile f = gzopen(bomb.c_str(), "wb");
+    REQUIRE(f);
+    const std::vector<uint8_t> head = idx_bytes({10}, std::vector<uint8_t>(10, 1));
+    REQUIRE(gzwrite(f, head.data(), unsigned(head.size())) == int(head.size()));
+    const std::vector<uint8_t> zeros(1 << 20, 0);
+    for (int i = 0; i < 64; ++i) REQUIRE(gzwrite(f, zeros.data(), unsigned(zeros.size())) == int(zeros.size()));
+    gzclose(f);
+  }
+  CHECK_THROWS_WITH(read_idx(bomb), Catch::Contains("the data inflates beyond the 18 bytes its header promises"));
+
+  // A header that promises more than the compressed size can hold fails before reading on.
+  write_bytes(dir.file("liar.gz"), idx_bytes({1u << 20, 1u << 20}, std::vector<uint8_t>(64, 3)), true);
+  CHECK_THROWS_WITH(read_idx(dir.file("liar.gz")), Catch::Contains("the header promises 1099511627788 bytes, but a file of"));
+
+  // Files that keep their promise still read (plain and gzip).
+  write_bytes(dir.file("ok.gz"), idx_bytes({3, 2}, {1, 2, 3, 4, 5, 6}), true);
+  CHECK(read_idx(dir.file("ok.gz")).data.size() == 6);
 }

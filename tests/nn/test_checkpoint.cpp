@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -199,4 +200,80 @@ TEST_CASE("checkpoint: malformed checkpoints fail with specific messages") {
 
   std::ofstream(file.path, std::ios::binary) << "garbage";
   CHECK_THROWS_AS(load_checkpoint(file.path), Error);
+}
+
+namespace {
+
+// A checkpoint file with the given __metadata__ entries (format added) and one model tensor.
+void write_with_metadata(const std::string& path, std::map<std::string, std::string> metadata) {
+  metadata["format"] = "ember.training_checkpoint.v1";
+  if (!metadata.count("config")) metadata["config"] = "{}";
+  save_tensors(path, {{"model.w", ones({2})}}, metadata);
+}
+
+}  // namespace
+
+// Note [Checkpoint fields]: a well-formed file with unexpected metadata is an ember::Error that
+// names the file and the field, never std::out_of_range / std::invalid_argument.
+TEST_CASE("checkpoint: unexpected metadata values name the file and the field") {
+  TempFile file("fields.safetensors");
+  const std::string good_rng = R"({"default": {"seed": "1", "offset": "0"}, "loader": {"seed": "2", "offset": "0"}})";
+  const std::string good_progress = R"({"epoch": 1, "step": 3, "counters": {"loader.epoch": 1, "loader.batch": 0}})";
+  struct Case { std::string progress, rng, message; };
+  const std::vector<Case> cases = {
+      {R"({"epoch": "3", "step": 3, "counters": {}})", good_rng, "progress.epoch: expected an integer, got a string '3'"},
+      {R"({"epoch": -5, "step": 3, "counters": {}})", good_rng, "progress.epoch: expected an integer in [0, "},
+      {R"({"step": 3, "counters": {}})", good_rng, "progress: missing the field 'epoch'"},
+      {R"({"epoch": 1, "step": -1, "counters": {}})", good_rng, "progress.step: expected an integer in [0, "},
+      {R"({"epoch": 1, "step": 3})", good_rng, "progress: missing the field 'counters'"},
+      {R"({"epoch": 1, "step": 3, "counters": []})", good_rng, "progress.counters: expected an object, got an array"},
+      {R"({"epoch": 1, "step": 3, "counters": {"loader.batch": -2}})", good_rng, "progress.counters.loader.batch"},
+      {R"([1, 2])", good_rng, "progress: expected an object, got an array"},
+      {good_progress, R"({"default": {"seed": 1, "offset": "0"}})", "rng.default.seed: expected a string, got an integer"},
+      {good_progress, R"({"default": {"seed": "-1", "offset": "0"}})", "rng.default.seed: expected an unsigned 64-bit"},
+      {good_progress, R"({"default": {"offset": "0"}})", "rng.default: missing the field 'seed'"},
+      {good_progress, R"({"default": 7})", "rng.default: expected an object, got an integer"},
+      {good_progress, R"("x")", "rng: expected an object, got a string"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.progress << " / " << c.rng);
+    write_with_metadata(file.path, {{"progress", c.progress}, {"rng", c.rng}});
+    CHECK_THROWS_AS(load_checkpoint(file.path), Error);
+    CHECK_THROWS_WITH(load_checkpoint(file.path), Contains("checkpoint '" + file.path + "'") && Contains(c.message));
+  }
+
+  // Entries a resume needs but the file lacks: an Error naming the file, not map::at.
+  write_with_metadata(file.path, {{"progress", R"({"epoch": 1, "step": 3, "counters": {}})"},
+                                  {"rng", R"({"default": {"seed": "1", "offset": "0"}})"}});
+  const TrainingCheckpoint ck = load_checkpoint(file.path);
+  CHECK(checkpoint_rng(ck, "default").seed == 1);
+  CHECK_THROWS_WITH(checkpoint_rng(ck, "loader"), Contains(file.path) && Contains("no 'loader' generator"));
+  CHECK_THROWS_WITH(checkpoint_counter(ck, "loader.batch"), Contains(file.path) && Contains("no 'loader.batch'"));
+}
+
+TEST_CASE("checkpoint: state of the wrong dtype or out of range is refused by model, optimizer and schedule") {
+  Linear fc(2, 2);
+  StateDict sd = fc.state_dict();
+  sd["weight"] = sd["weight"].to(DType::i32);
+  CHECK_THROWS_WITH(fc.load_state_dict(sd), Contains("dtype mismatches [weight: given dtype i32, module has f32]"));
+
+  SGD opt(fc.parameters(), {.lr = 0.1, .momentum = 0.9});
+  sum(fc(ones({1, 2}))).backward();
+  opt.step();
+  StateDict os = opt.state_dict();
+  StateDict bad = os;
+  bad["state.0.step"] = full({}, -4.0, {.dtype = DType::i64});
+  CHECK_THROWS_WITH(opt.load_state_dict(bad), Contains("'state.0.step' must be non-negative, got -4"));
+  bad = os;
+  bad["param_groups.0.lr"] = full({}, std::nan(""), {.dtype = DType::f64});
+  CHECK_THROWS_WITH(opt.load_state_dict(bad), Contains("'param_groups.0.lr' must be a finite non-negative number"));
+  bad = os;
+  for (auto& [name, t] : bad)
+    if (name.find("momentum") != std::string::npos) t = t.to(DType::f64);
+  CHECK_THROWS_WITH(opt.load_state_dict(bad), Contains("has dtype f64, parameter 0 has f32"));
+
+  CosineWithWarmup sched(opt, 0, 10);
+  StateDict ss = sched.state_dict();
+  ss["last_step"] = full({}, -3.0, {.dtype = DType::i64});
+  CHECK_THROWS_WITH(sched.load_state_dict(ss), Contains("'last_step' must be non-negative, got -3"));
 }

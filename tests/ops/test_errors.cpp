@@ -174,3 +174,10 @@ TEST_CASE("errors: ops that index a dim refuse 0-d tensors instead of reading pa
   CHECK(s.unsqueeze(-1).shape() == Shape{1});
   CHECK(stack({s, s}).shape() == Shape{2});
 }
+
+// Note [one_hot negatives] (ops/index_ops.cpp).
+TEST_CASE("errors: one_hot refuses negative classes instead of wrapping them", "[ops][errors]") {
+  REQUIRE_THROWS_WITH(one_hot(tensor<int64_t>({1, -1}), 3), Contains("one_hot: classes are in [0, 3), got a negative label -1"));
+  REQUIRE_THROWS_WITH(one_hot(tensor<int64_t>({3}), 3), Contains("out of range"));
+  CHECK(one_hot(tensor<int64_t>({2}), 3).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1});
+}
