@@ -160,6 +160,16 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
 void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
                               const Tensor& db);
 
+// ---- squeeze-and-excitation tail (scale_add_relu.cpp) -------------------------------------
+// x, residual (N, C, S) contiguous, scale (N, C) contiguous, one dtype (f32/f64)
+// -> y (N, C, S) = relu(x * scale[n, c] + residual).
+void scale_add_relu_forward(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y);
+// grad, y, x (N, C, S), scale (N, C), y the forward's output; with m = (y > 0), in one pass:
+//   dx = grad * m * scale, dresidual = grad * m (N, C, S); dscale[n, c] = sum over s of grad * m * x (N, C).
+// Each output may be undefined to skip it; dscale is 0 where S is 0.
+void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale,
+                             const Tensor& dx, const Tensor& dscale, const Tensor& dresidual);
+
 // ---- pooling (pool.cpp) ---------------------------------------------------------------------
 // x (planes, H, W) -> y (planes, Ho, Wo), indices (planes, Ho, Wo) i64: the flat index h * W + w
 // of each maximum in its input plane (padding never wins; NaN does, as in PyTorch).
@@ -339,6 +349,8 @@ EMBER_DEVICE_KERNEL(triplet_forward);
 EMBER_DEVICE_KERNEL(triplet_backward);
 EMBER_DEVICE_KERNEL(triplet_mined_forward);
 EMBER_DEVICE_KERNEL(triplet_mined_backward);
+EMBER_DEVICE_KERNEL(scale_add_relu_forward);
+EMBER_DEVICE_KERNEL(scale_add_relu_backward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.
