@@ -1,4 +1,5 @@
-// Convolution on the CPU as im2col + GEMM (ops/cpu/gemm.h).
+// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm.h), or direct loops for grouped layers
+// with few channels per group (Note [Conv algorithms]).
 //
 // One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
 // pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
@@ -25,18 +26,34 @@
 // A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
 // its column matrix.
 //
+// Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
+//   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
+//                  as the column matrix and the input gradient is written in place (no copies);
+//   "direct"       grouped, at most 8 input and 8 output channels per group, output rows of at
+//                  least 16 (ops/cpu/conv_direct.cpp): with so few channels per group each GEMM
+//                  is (<= 8) x L x (<= 72), where building and packing the columns costs more
+//                  than the products, and the input gradient's GEMM has an inner dimension of
+//                  <= 8; the direct loops touch each input and output plane from L1 instead. Rows
+//                  shorter than 16 would leave most of a vector idle, so 7 x 7 stages stay GEMMs;
+//   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
+//                  gradient as GEMM then col2im, named "gemm+col2im").
+// EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
+//
 // Note [col2im without atomics]: col2im gathers. Each input row (n, c, h) is produced by one
 // task, which visits exactly the kernel rows kh whose output row oh = (h + pad - kh dilation) /
 // stride is integral and in range, and adds the column entries that read each pixel of the row.
 // No two tasks write the same memory, so the result is deterministic and needs no atomics
 // (the CUDA kernel can use the same formulation with one thread per pixel).
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <functional>
 #include <utility>
 #include <vector>
 
 #include "core/parallel.h"
 #include "ops/kernels.h"
+#include "ops/cpu/conv_direct.h"
 #include "ops/cpu/gemm.h"
 
 namespace ember::cpu {
@@ -45,16 +62,6 @@ namespace {
 constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;  // input gradient: whole images
 constexpr int64_t kSliceBytes = int64_t(512) << 10;        // forward, weight gradient: row slices
 constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
-
-// The outputs o in [0, count) whose input position o * stride + offset lies in [0, size).
-struct Range {
-  int64_t begin, end;
-};
-Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t count) {
-  const int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  const int64_t end = offset >= size ? 0 : std::min(count, (size - offset + stride - 1) / stride);
-  return {std::min(begin, count), std::max(std::min(begin, count), end)};
-}
 
 // Runs body(i, workspace) for i in [0, count): whole items per thread when there are enough of
 // them, else one after another so that the parallel loops inside body use the threads. Each
@@ -127,6 +134,19 @@ std::pair<const T*, int64_t> columns(const Conv2dGeometry& g, const T* x, int64_
 }
 
 // col rows (c, kh, kw) of one image -> dx rows r = c * H + h for r in [r0, r1) (see
+// Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
+//   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
+//                  as the column matrix and the input gradient is written in place (no copies);
+//   "direct"       grouped, at most 8 input and 8 output channels per group, output rows of at
+//                  least 16 (ops/cpu/conv_direct.cpp): with so few channels per group each GEMM
+//                  is (<= 8) x L x (<= 72), where building and packing the columns costs more
+//                  than the products, and the input gradient's GEMM has an inner dimension of
+//                  <= 8; the direct loops touch each input and output plane from L1 instead. Rows
+//                  shorter than 16 would leave most of a vector idle, so 7 x 7 stages stay GEMMs;
+//   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
+//                  gradient as GEMM then col2im, named "gemm+col2im").
+// EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
+//
 // Note [col2im without atomics]).
 template <class T>
 void col2im(const Conv2dGeometry& g, const T* col, T* dx, int64_t r0, int64_t r1) {
@@ -267,15 +287,40 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
 
 }  // namespace
 
+namespace {
+bool use_direct(const Conv2dGeometry& g) {
+  static const bool gemm_only = [] {
+    const char* v = std::getenv("EMBER_CONV_ALGORITHM");
+    return v && std::string_view(v) == "gemm";
+  }();
+  return !gemm_only && conv2d_direct_suits(g);
+}
+}  // namespace
+
+const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
+  if (g.is_pointwise()) return "1x1 gemm";
+  if (use_direct(g)) return "direct";
+  return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
+}
+
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y) {
-  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
+  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+    if (use_direct(g)) conv2d_direct_forward<T>(g, x, w, b, act, y);
+    else forward_typed<T>(g, x, w, b, act, y);
+  });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
-  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) { input_grad_typed<T>(g, dy, w, dx); });
+  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
+    if (use_direct(g)) conv2d_direct_input_grad<T>(g, dy, w, dx);
+    else input_grad_typed<T>(g, dy, w, dx);
+  });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
+  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) {
+    if (use_direct(g)) conv2d_direct_weight_grad<T>(g, x, dy, dw);
+    else weight_grad_typed<T>(g, x, dy, dw);
+  });
 }
 
 }  // namespace ember::cpu
