@@ -24,11 +24,18 @@ struct Run {
 };
 Run run(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& op, const Tensor& x,
         const Tensor& s, const Tensor& r, const Tensor& gy, Device device) {
-  auto leaf = [&](const Tensor& t) { return t.detach().to(device).requires_grad_(); };  // never x itself
+  // Core refuses to copy some empty tensors between devices ("a copy between devices needs
+  // contiguous tensors"), outside this op: empty inputs are made on the device, and an empty
+  // result is checked by its shape.
+  auto to_device = [&](const Tensor& t) {  // detached: never x itself
+    return t.numel() == 0 ? Tensor::empty(t.shape(), {.dtype = t.dtype(), .device = device}) : t.detach().to(device);
+  };
+  auto leaf = [&](const Tensor& t) { return to_device(t).requires_grad_(); };
   Tensor xl = leaf(x), sl = leaf(s), rl = leaf(r);
   Tensor y = op(xl, sl, rl);
-  sum(mul(y, gy.to(device))).backward();
-  return {y.cpu(), xl.grad().cpu(), sl.grad().cpu(), rl.grad().cpu()};
+  sum(mul(y, to_device(gy))).backward();
+  auto host = [](const Tensor& t) { return t.numel() == 0 ? zeros(t.shape(), {.dtype = t.dtype()}) : t.cpu(); };
+  return {host(y), host(xl.grad()), host(sl.grad()), host(rl.grad())};
 }
 
 void check_runs_equal(const Run& a, const Run& b, double tol) {
