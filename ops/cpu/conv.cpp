@@ -29,12 +29,14 @@
 // Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "direct"       grouped, at most 8 input and 8 output channels per group, output rows of at
-//                  least 16 (ops/cpu/conv_direct.cpp): with so few channels per group each GEMM
-//                  is (<= 8) x L x (<= 72), where building and packing the columns costs more
-//                  than the products, and the input gradient's GEMM has an inner dimension of
-//                  <= 8; the direct loops touch each input and output plane from L1 instead. Rows
-//                  shorter than 16 would leave most of a vector idle, so 7 x 7 stages stay GEMMs;
+//   "direct"       forward and input gradient of a grouped layer with at most 4 input and 4
+//                  output channels per group and output rows of at least 16
+//                  (ops/cpu/conv_direct.cpp): each GEMM there is (<= 4) x L x (<= 36), where
+//                  building and packing the columns costs more than the products, and the input
+//                  gradient's GEMM has an inner dimension <= 4. Measured (bench kernels, 2 loaded
+//                  cores): the input gradient about 1.7x faster at 32 x 4, 56 x 56, the forward
+//                  on par; at 32 x 8, 28 x 28 and for the weight gradient the GEMMs were faster,
+//                  so those stay GEMMs, as do rows shorter than 16 (most of a vector idle);
 //   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
 //                  gradient as GEMM then col2im, named "gemm+col2im").
 // EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
@@ -288,39 +290,36 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
 }  // namespace
 
 namespace {
-bool use_direct(const Conv2dGeometry& g) {
+bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
   static const bool gemm_only = [] {
     const char* v = std::getenv("EMBER_CONV_ALGORITHM");
     return v && std::string_view(v) == "gemm";
   }();
-  return !gemm_only && conv2d_direct_suits(g);
+  return !gemm_only && pass != ConvPass::weight_grad && conv2d_direct_suits(g);
 }
 }  // namespace
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
   if (g.is_pointwise()) return "1x1 gemm";
-  if (use_direct(g)) return "direct";
+  if (use_direct(g, pass)) return "direct";
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
 }
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y) {
   dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
-    if (use_direct(g)) conv2d_direct_forward<T>(g, x, w, b, act, y);
+    if (use_direct(g, ConvPass::forward)) conv2d_direct_forward<T>(g, x, w, b, act, y);
     else forward_typed<T>(g, x, w, b, act, y);
   });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
-    if (use_direct(g)) conv2d_direct_input_grad<T>(g, dy, w, dx);
+    if (use_direct(g, ConvPass::input_grad)) conv2d_direct_input_grad<T>(g, dy, w, dx);
     else input_grad_typed<T>(g, dy, w, dx);
   });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) {
-    if (use_direct(g)) conv2d_direct_weight_grad<T>(g, x, dy, dw);
-    else weight_grad_typed<T>(g, x, dy, dw);
-  });
+  dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }
 
 }  // namespace ember::cpu
