@@ -1,5 +1,5 @@
-// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm.h), or direct loops for grouped layers
-// with few channels per group (Note [Conv algorithms]).
+// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm.h), or a direct input gradient for grouped
+// layers with few channels per group (Note [Conv algorithms]).
 //
 // One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
 // pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
@@ -29,14 +29,14 @@
 // Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "direct"       forward and input gradient of a grouped layer with at most 4 input and 4
-//                  output channels per group and output rows of at least 16
-//                  (ops/cpu/conv_direct.cpp): each GEMM there is (<= 4) x L x (<= 36), where
-//                  building and packing the columns costs more than the products, and the input
-//                  gradient's GEMM has an inner dimension <= 4. Measured (bench kernels, 2 loaded
-//                  cores): the input gradient about 1.7x faster at 32 x 4, 56 x 56, the forward
-//                  on par; at 32 x 8, 28 x 28 and for the weight gradient the GEMMs were faster,
-//                  so those stay GEMMs, as do rows shorter than 16 (most of a vector idle);
+//   "direct"       the input gradient of a grouped layer with at most 4 input and 4 output
+//                  channels per group and output rows of at least 16 (ops/cpu/conv_direct.cpp):
+//                  its GEMM there has an inner dimension <= 4, and building, then col2im-ing, the
+//                  columns costs more than the products. Measured (bench kernels, alternating
+//                  runs against EMBER_CONV_ALGORITHM=gemm, 2 shared cores): about 1.2x to 1.7x
+//                  faster at 32 x 4, 56 x 56. Direct forward and weight gradients were slower
+//                  there (1.8x, 2x), as was every direct pass at 32 x 8, 28 x 28, so those stay
+//                  GEMMs, as do rows shorter than 16 (most of a vector idle);
 //   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
 //                  gradient as GEMM then col2im, named "gemm+col2im").
 // EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
@@ -295,7 +295,7 @@ bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
     const char* v = std::getenv("EMBER_CONV_ALGORITHM");
     return v && std::string_view(v) == "gemm";
   }();
-  return !gemm_only && pass != ConvPass::weight_grad && conv2d_direct_suits(g);
+  return !gemm_only && pass == ConvPass::input_grad && conv2d_direct_suits(g);
 }
 }  // namespace
 
@@ -307,10 +307,7 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y) {
-  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
-    if (use_direct(g, ConvPass::forward)) conv2d_direct_forward<T>(g, x, w, b, act, y);
-    else forward_typed<T>(g, x, w, b, act, y);
-  });
+  dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {

@@ -1,5 +1,5 @@
-// Direct convolution on the CPU for grouped layers with few channels per group (SE-ResNeXt's
-// 32 x 4, depthwise), forward and input gradient: no column matrix, loops vectorised along output rows. Used by
+// The direct input gradient on the CPU for grouped layers with few channels per group
+// (SE-ResNeXt's 32 x 4, depthwise): no column matrix, loops vectorised along output rows. Used by
 // ops/cpu/conv.cpp, which chooses it by shape (Note [Conv algorithms] there).
 #pragma once
 
@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "ops/activation_rules.h"
 #include "ops/conv_geometry.h"
 
 namespace ember::cpu {
@@ -25,10 +24,7 @@ inline Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t
 // Whether the direct kernels below are the better algorithm for g (Note [Conv algorithms]).
 bool conv2d_direct_suits(const Conv2dGeometry& g);
 
-// The contracts of conv2d_forward and conv2d_input_grad (ops/kernels.h).
-template <class T>
-void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                           const Tensor& y);
+// The contract of conv2d_input_grad (ops/kernels.h).
 template <class T>
 void conv2d_direct_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 
