@@ -32,10 +32,11 @@
 //   "direct"       the input gradient of a grouped layer with at most 4 input and 4 output
 //                  channels per group and output rows of at least 16 (ops/cpu/conv_direct.cpp):
 //                  its GEMM there has an inner dimension <= 4, and building, then col2im-ing, the
-//                  columns costs more than the products. Measured (bench kernels, alternating
-//                  runs against EMBER_CONV_ALGORITHM=gemm, 2 shared cores): about 1.2x to 1.7x
-//                  faster at 32 x 4, 56 x 56. Direct forward and weight gradients were slower
-//                  there (1.8x, 2x), as was every direct pass at 32 x 8, 28 x 28, so those stay
+//                  columns costs more than the products. Measured (bench kernels, runs
+//                  alternating with EMBER_CONV_ALGORITHM=gemm on 2 shared cores at load 20-60, so
+//                  noisy): at 32 x 4, 56 x 56 from on par to 1.7x faster over four pairs of runs.
+//                  Direct forward and weight gradients were slower there (about 1.8x and 2x), as
+//                  was every direct pass at 32 x 8, 28 x 28, so those stay
 //                  GEMMs, as do rows shorter than 16 (most of a vector idle);
 //   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
 //                  gradient as GEMM then col2im, named "gemm+col2im").
