@@ -26,7 +26,7 @@
 // A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
 // its column matrix.
 //
-// Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
+// Note [Conv algorithms]: three algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
 //   "direct"       the input gradient of a grouped layer with at most 4 input and 4 output
@@ -137,19 +137,6 @@ std::pair<const T*, int64_t> columns(const Conv2dGeometry& g, const T* x, int64_
 }
 
 // col rows (c, kh, kw) of one image -> dx rows r = c * H + h for r in [r0, r1) (see
-// Note [Conv algorithms]: three algorithms, chosen by shape, the same in all three passes:
-//   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
-//                  as the column matrix and the input gradient is written in place (no copies);
-//   "direct"       grouped, at most 8 input and 8 output channels per group, output rows of at
-//                  least 16 (ops/cpu/conv_direct.cpp): with so few channels per group each GEMM
-//                  is (<= 8) x L x (<= 72), where building and packing the columns costs more
-//                  than the products, and the input gradient's GEMM has an inner dimension of
-//                  <= 8; the direct loops touch each input and output plane from L1 instead. Rows
-//                  shorter than 16 would leave most of a vector idle, so 7 x 7 stages stay GEMMs;
-//   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
-//                  gradient as GEMM then col2im, named "gemm+col2im").
-// EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
-//
 // Note [col2im without atomics]).
 template <class T>
 void col2im(const Conv2dGeometry& g, const T* col, T* dx, int64_t r0, int64_t r1) {
