@@ -169,6 +169,8 @@ void add_bench_kernels_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_option("--rounds", cl.bench_kernels_options.rounds,
                  "ember and PyTorch run this many times alternately; each reports its best (default 5)")
       ->check(CLI::Range(1, 100));
+  cmd.add_option("--only", cl.bench_kernels_options.only, "run only one set of rows: conv, nn or seresnext")
+      ->check(CLI::IsMember({"conv", "nn", "seresnext"}));
 }
 
 void add_bench_matmul_options(CLI::App& cmd, CommandLine& cl) {

@@ -151,6 +151,10 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 // x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
+// Which algorithm conv2d's CPU kernels run for g in `pass`, as a short name ("1x1 gemm",
+// "im2col+gemm", ...; Note [Conv algorithms] in cpu/conv.cpp), for benchmarks and tests.
+enum class ConvPass { forward, input_grad, weight_grad };
+const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass);
 
 // ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
 // dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over
@@ -159,6 +163,16 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
 // is written). The sums accumulate in double per channel.
 void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
                               const Tensor& db);
+
+// ---- squeeze-and-excitation tail (scale_add_relu.cpp) -------------------------------------
+// x, residual (N, C, S) contiguous, scale (N, C) contiguous, one dtype (f32/f64)
+// -> y (N, C, S) = relu(x * scale[n, c] + residual).
+void scale_add_relu_forward(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y);
+// grad, y, x (N, C, S), scale (N, C), y the forward's output; with m = (y > 0), in one pass:
+//   dx = grad * m * scale, dresidual = grad * m (N, C, S); dscale[n, c] = sum over s of grad * m * x (N, C).
+// Each output may be undefined to skip it; dscale is 0 where S is 0.
+void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale,
+                             const Tensor& dx, const Tensor& dscale, const Tensor& dresidual);
 
 // ---- pooling (pool.cpp) ---------------------------------------------------------------------
 // x (planes, H, W) -> y (planes, Ho, Wo), indices (planes, Ho, Wo) i64: the flat index h * W + w
@@ -339,6 +353,8 @@ EMBER_DEVICE_KERNEL(triplet_forward);
 EMBER_DEVICE_KERNEL(triplet_backward);
 EMBER_DEVICE_KERNEL(triplet_mined_forward);
 EMBER_DEVICE_KERNEL(triplet_mined_backward);
+EMBER_DEVICE_KERNEL(scale_add_relu_forward);
+EMBER_DEVICE_KERNEL(scale_add_relu_backward);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

@@ -16,3 +16,4 @@
 #include "ops/norm.h"
 #include "ops/pair_tiles.h"
 #include "ops/softmax.h"
+#include "ops/scale_add_relu.h"

@@ -1,11 +1,13 @@
 #include "apps/bench/bench_kernels.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <ostream>
 
 #include "apps/bench/bench_kernels_conv.h"
 #include "apps/bench/bench_kernels_nn.h"
+#include "apps/bench/bench_kernels_seresnext.h"
 #include "apps/bench/peer_script.h"
 #include "apps/bench/timing.h"
 #include "core/parallel.h"
@@ -29,20 +31,35 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
       << " alternating round(s), " << threads << " CPU thread(s); PyTorch measured in the same run ("
       << peer_python() << ")\n\n" << std::flush;
   const std::vector<std::string> args = {"--threads", std::to_string(threads), "--device", device.is_cuda() ? "cuda" : "cpu"};
+  // Each set of rows: ember's timings and the PyTorch script that times the same rows.
+  struct RowSet {
+    const char* name;
+    std::function<std::vector<KernelRow>()> ember;
+    const char* script;
+  };
+  const RowSet sets[] = {
+      {"conv", [&] { return bench_kernels_conv(device); }, "torch_kernels.py"},
+      {"nn", [&] { return bench_kernels_nn(threads, device); }, "torch_kernels_nn.py"},
+      {"seresnext", [&] { return bench_kernels_seresnext(device); }, "torch_kernels_seresnext.py"},
+  };
+  auto selected = [&](const RowSet& set) { return options.only.empty() || options.only == set.name; };
   std::vector<KernelRow> rows;  // ember's, in table order, each with its best time
   std::map<std::string, double> torch;
   for (int round = 1; round <= rounds; ++round) {
     log << "bench kernels: round " << round << "/" << rounds << ": ember" << std::flush;
-    std::vector<KernelRow> measured = bench_kernels_conv(device);
-    for (const KernelRow& r : bench_kernels_nn(threads, device)) measured.push_back(r);
+    std::vector<KernelRow> measured;
+    for (const RowSet& set : sets)
+      if (selected(set))
+        for (KernelRow& r : set.ember()) measured.push_back(std::move(r));
     if (rows.empty()) rows = measured;
     for (size_t i = 0; i < rows.size(); ++i) rows[i].ember_ms = std::min(rows[i].ember_ms, measured[i].ember_ms);
     log << ", pytorch\n" << std::flush;
-    for (const char* script : {"torch_kernels.py", "torch_kernels_nn.py"})
-      for (const auto& [name, ms] : run_peer_script(script, args)) keep_best(torch, name, ms);
+    for (const RowSet& set : sets)
+      if (selected(set))
+        for (const auto& [name, ms] : run_peer_script(set.script, args)) keep_best(torch, name, ms);
   }
 
-  Table table({"kernel", "ember ms", "pytorch ms", "speedup"}, {40, 10, 11, 8});
+  Table table({"kernel", "ember ms", "pytorch ms", "speedup", "algorithm"}, {50, 10, 11, 8, 14});
   out << table.header() << "\n";
   int slower = 0, compared = 0;
   for (const KernelRow& r : rows) {
@@ -54,7 +71,7 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
       ++compared;
       if (r.ember_ms > it->second) ++slower;
     }
-    out << table.row({r.name, fixed(r.ember_ms, 4), peer, ratio}) << "\n";
+    out << table.row({r.name, fixed(r.ember_ms, 4), peer, ratio, r.algorithm}) << "\n";
   }
   out << "\n" << compared << " rows compared; ember slower than PyTorch on " << slower
       << " (speedup = pytorch ms / ember ms; the machine is shared, so re-run before trusting a close call)\n";

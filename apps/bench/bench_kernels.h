@@ -10,6 +10,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 #include "core/device.h"
 
@@ -18,6 +19,7 @@ namespace ember::bench {
 struct BenchKernelsOptions {
   Device device = Device::cpu();
   int rounds = 5;
+  std::string only;  // run only this set of rows: "conv", "nn" or "seresnext"; empty: all
 };
 
 void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptions& options = {});

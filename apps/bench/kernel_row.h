@@ -9,6 +9,7 @@ namespace ember::bench {
 struct KernelRow {
   std::string name;  // shared with the Python script, e.g. "softmax_fwd 8x10x28x28"
   double ember_ms;   // median milliseconds per call
+  std::string algorithm = {};  // the algorithm ember's CPU kernel chose, where it chooses one
 };
 
 }  // namespace ember::bench

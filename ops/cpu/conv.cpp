@@ -1,4 +1,5 @@
-// Convolution on the CPU as im2col + GEMM (ops/cpu/gemm.h).
+// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm.h), or a direct input gradient for grouped
+// layers with few channels per group (Note [Conv algorithms]).
 //
 // One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
 // pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
@@ -25,18 +26,37 @@
 // A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
 // its column matrix.
 //
+// Note [Conv algorithms]: three algorithms, chosen by shape and pass:
+//   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
+//                  as the column matrix and the input gradient is written in place (no copies);
+//   "direct"       the input gradient of a grouped layer with at most 4 input and 4 output
+//                  channels per group and output rows of at least 16 (ops/cpu/conv_direct.cpp):
+//                  its GEMM there has an inner dimension <= 4, and building, then col2im-ing, the
+//                  columns costs more than the products. Measured (bench kernels, runs
+//                  alternating with EMBER_CONV_ALGORITHM=gemm on 2 shared cores at load 20-60, so
+//                  noisy): at 32 x 4, 56 x 56 from on par to 1.7x faster over four pairs of runs.
+//                  Direct forward and weight gradients were slower there (about 1.8x and 2x), as
+//                  was every direct pass at 32 x 8, 28 x 28, so those stay
+//                  GEMMs, as do rows shorter than 16 (most of a vector idle);
+//   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
+//                  gradient as GEMM then col2im, named "gemm+col2im").
+// EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
+//
 // Note [col2im without atomics]: col2im gathers. Each input row (n, c, h) is produced by one
 // task, which visits exactly the kernel rows kh whose output row oh = (h + pad - kh dilation) /
 // stride is integral and in range, and adds the column entries that read each pixel of the row.
 // No two tasks write the same memory, so the result is deterministic and needs no atomics
 // (the CUDA kernel can use the same formulation with one thread per pixel).
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <functional>
 #include <utility>
 #include <vector>
 
 #include "core/parallel.h"
 #include "ops/kernels.h"
+#include "ops/cpu/conv_direct.h"
 #include "ops/cpu/gemm.h"
 
 namespace ember::cpu {
@@ -45,16 +65,6 @@ namespace {
 constexpr int64_t kColumnBudgetBytes = int64_t(64) << 20;  // input gradient: whole images
 constexpr int64_t kSliceBytes = int64_t(512) << 10;        // forward, weight gradient: row slices
 constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
-
-// The outputs o in [0, count) whose input position o * stride + offset lies in [0, size).
-struct Range {
-  int64_t begin, end;
-};
-Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t count) {
-  const int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  const int64_t end = offset >= size ? 0 : std::min(count, (size - offset + stride - 1) / stride);
-  return {std::min(begin, count), std::max(std::min(begin, count), end)};
-}
 
 // Runs body(i, workspace) for i in [0, count): whole items per thread when there are enough of
 // them, else one after another so that the parallel loops inside body use the threads. Each
@@ -267,12 +277,31 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
 
 }  // namespace
 
+namespace {
+bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
+  static const bool gemm_only = [] {
+    const char* v = std::getenv("EMBER_CONV_ALGORITHM");
+    return v && std::string_view(v) == "gemm";
+  }();
+  return !gemm_only && pass == ConvPass::input_grad && conv2d_direct_suits(g);
+}
+}  // namespace
+
+const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
+  if (g.is_pointwise()) return "1x1 gemm";
+  if (use_direct(g, pass)) return "direct";
+  return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
+}
+
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y) {
   dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
-  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) { input_grad_typed<T>(g, dy, w, dx); });
+  dispatch_float(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
+    if (use_direct(g, ConvPass::input_grad)) conv2d_direct_input_grad<T>(g, dy, w, dx);
+    else input_grad_typed<T>(g, dy, w, dx);
+  });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   dispatch_float(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });

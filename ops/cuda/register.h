@@ -29,7 +29,8 @@
   X(reduce)                           \
   X(softmax)                          \
   X(supcon)                           \
-  X(triplet)
+  X(triplet)                          \
+  X(scale_add_relu)
 
 namespace ember::cuda {
 

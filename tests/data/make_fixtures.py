@@ -260,6 +260,11 @@ def metric(loss, **options):
     return lambda x, *weights: loss(x, METRIC_LABELS, *weights, **options)
 
 
+def scale_add_relu(x, scale, residual):
+    """ember's scale_add_relu, unfused."""
+    return F.relu(x * scale[:, :, None, None] + residual)
+
+
 NN_CASES = [
     # ---- conv2d (x, w[, b]); the fused activations are applied after the layer here
     ("conv2d", [((2, 2, 5, 4), "n"), ((3, 2, 3, 3), "n"), ((3,), "n")], conv()),
@@ -342,6 +347,15 @@ NN_CASES = [
     ("triplet_m03", [((8, 5), "n")], metric(pml.triplet, margin=0.3)),
     ("triplet_mined", [((8, 5), "n")],
      metric(pml.triplet, margin=0.2, triplets=(TRIPLET_ANCHOR, TRIPLET_POSITIVE, TRIPLET_NEGATIVE))),
+    # ---- the fused SE tail relu(x * scale[n, c] + residual) (x, scale, residual)
+    ("scale_add_relu", [((2, 3, 2, 3), "n"), ((2, 3), "n"), ((2, 3, 2, 3), "n")], scale_add_relu),
+    ("scale_add_relu_5x7", [((1, 2, 5, 7), "n"), ((1, 2), "n"), ((1, 2, 5, 7), "n")], scale_add_relu),
+    # ---- conv2d at SE-ResNeXt's kinds of shape: grouped with 2 channels per group and output rows
+    # of 16 or more (ember's direct CPU algorithm), 1x1 stride 2
+    ("conv2d_groups4_stride2", [((1, 8, 2, 31), "n"), ((8, 2, 3, 3), "n"), ((8,), "n")], conv(2, 1, 1, 4)),
+    ("conv2d_groups4_relu", [((1, 8, 2, 16), "n"), ((8, 2, 3, 3), "n")], conv(1, 1, 1, 4, "relu")),
+    ("conv2d_pointwise_stride2", [((2, 4, 5, 5), "n"), ((3, 4, 1, 1), "n")], conv(2)),
+    ("conv2d_pointwise_groups2", [((1, 4, 3, 4), "n"), ((6, 2, 1, 1), "n"), ((6,), "n")], conv(1, 0, 1, 2)),
 ]
 
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ember.h"
+#include "ops/kernels.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -109,5 +110,37 @@ TEST_CASE("conv2d errors name the op, the expectation and the shapes", "[conv][e
                    Catch::Contains("(1, 2, 4, 4)"));
     CHECK_THAT(error_of([&] { conv2d_weight_grad(x, randn({1, 2, 4, 4}), {2, 4, 3, 3}); }),
                Catch::Contains("conv2d_weight_grad"));
+  }
+}
+
+// Note [Conv algorithms] (ops/cpu/conv.cpp): grouped layers with 2 and 4 channels per group (SE-ResNeXt's
+// first stage) take the direct algorithm forward and backward to the input; its values and both gradients equal those of one ungrouped
+// convolution per group (im2col + GEMM), stride 1 and 2, with bias and relu.
+TEST_CASE("conv2d's direct grouped algorithm equals one ungrouped convolution per group", "[conv][direct]") {
+  Generator gen(21);
+  for (int64_t per_group : {2, 4}) {
+    for (int64_t stride : {1, 2}) {
+      const int64_t G = 4, C = G * per_group;
+      INFO(per_group << " channels per group, stride " << stride);
+      const Tensor x0 = randn({2, C, 9, 35}, {}, &gen), w0 = randn({C, per_group, 3, 3}, {}, &gen);
+      const Tensor b0 = randn({C}, {}, &gen);
+      const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), stride, 1, 1, G);
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "im2col+gemm");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == "direct");
+      Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+      Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_(), bs = b0.detach().requires_grad_();
+      const Tensor y = conv2d(x, w, b, stride, 1, 1, G, Activation::relu);
+      std::vector<Tensor> parts;
+      const auto xg = split(xs, per_group, 1), wg = split(ws, per_group, 0), bg = split(bs, per_group, 0);
+      for (int64_t i = 0; i < G; ++i) parts.push_back(relu(conv2d(xg[size_t(i)], wg[size_t(i)], bg[size_t(i)], stride, 1)));
+      const Tensor reference = cat(parts, 1);
+      check_close(y, reference, 1e-5, 1e-5);
+      const Tensor gy = randn(y.shape(), {}, &gen);
+      sum(mul(y, gy)).backward();
+      sum(mul(reference, gy)).backward();
+      check_close(x.grad(), xs.grad(), 1e-5, 1e-5);
+      check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
+      check_close(b.grad(), bs.grad(), 1e-4, 1e-4);
+    }
   }
 }

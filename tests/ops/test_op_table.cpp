@@ -314,6 +314,17 @@ const std::vector<OpCase>& op_table() {
       {"triplet", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels()))},
       {"triplet_m03", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), {.margin = 0.3}))},
       {"triplet_mined", {{8, 5}}, OP1(triplet_margin_loss(x, metric_labels(), mined_triplets(), {.margin = 0.2}))},
+      // ---- the fused SE tail (x, scale, residual); 5 x 7 planes run the CPU's 16-lane loop and its tail
+      {"scale_add_relu", {{2, 3, 2, 3}, {2, 3}, {2, 3, 2, 3}},
+       [](const TensorList& in) { return scale_add_relu(in[0], in[1], in[2]); }},
+      {"scale_add_relu_5x7", {{1, 2, 5, 7}, {1, 2}, {1, 2, 5, 7}},
+       [](const TensorList& in) { return scale_add_relu(in[0], in[1], in[2]); }},
+      // ---- conv2d at SE-ResNeXt's kinds of shape: grouped with 2 channels per group and output
+      // rows of 16 or more (the CPU's direct algorithm, Note [Conv algorithms]), 1x1 stride 2
+      {"conv2d_groups4_stride2", {{1, 8, 2, 31}, {8, 2, 3, 3}, {8}}, conv(2, 1, 1, 4)},
+      {"conv2d_groups4_relu", {{1, 8, 2, 16}, {8, 2, 3, 3}}, conv(1, 1, 1, 4, kRelu)},
+      {"conv2d_pointwise_stride2", {{2, 4, 5, 5}, {3, 4, 1, 1}}, conv(2)},
+      {"conv2d_pointwise_groups2", {{1, 4, 3, 4}, {6, 2, 1, 1}, {6}}, conv(1, 0, 1, 2)},
   };
   return table;
 }
@@ -473,8 +484,18 @@ TEST_CASE("op table on cuda, cases 140-159: match the CPU and pass gradcheck the
   check_cases_on_cuda(140, 160);
 }
 
-TEST_CASE("op table on cuda, cases 160-: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+TEST_CASE("op table on cuda, cases 160-172: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
   if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
-  check_cases_on_cuda(160, SIZE_MAX);
+  check_cases_on_cuda(160, 173);
+}
+
+TEST_CASE("op table on cuda, cases 173-175: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  check_cases_on_cuda(173, 176);
+}
+
+TEST_CASE("op table on cuda, cases 176-: match the CPU and pass gradcheck there", "[ops][table][cuda]") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
+  check_cases_on_cuda(176, SIZE_MAX);
   CHECK(op_table().size() < 180);  // a longer table gets another test above
 }

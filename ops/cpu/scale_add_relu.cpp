@@ -1,0 +1,108 @@
+// The squeeze-and-excitation tail on the CPU: y = relu(x * scale[n, c] + residual) and its
+// one-pass backward (contracts in ops/kernels.h, Note [SE tail] in ops/scale_add_relu.h).
+//
+// Tensors are (N, C, S): a task owns whole (n, c) planes, so it alone writes its dscale entries
+// and the result does not depend on the thread count. Inside a plane the loops are
+// branch-free (the mask is a select) and the dscale sum runs in 16 independent lanes, so the
+// compiler vectorises both.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/parallel.h"
+#include "ops/kernels.h"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kElementsPerTask = 1 << 15;
+constexpr int kLanes = 16;
+
+// Planes per task: at least kElementsPerTask elements, so small planes (7 x 7) are batched.
+int64_t plane_grain(int64_t S) { return std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(S, 1)); }
+
+template <class T>
+void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y) {
+  const int64_t planes = x.size(0) * x.size(1), S = x.size(2);
+  const T* xp = x.data<T>();
+  const T* sp = scale.data<T>();
+  const T* rp = residual.data<T>();
+  T* yp = y.data<T>();
+  parallel_for(0, planes, plane_grain(S), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T s = sp[p];
+      const T* xs = xp + p * S;
+      const T* rs = rp + p * S;
+      T* ys = yp + p * S;
+      for (int64_t i = 0; i < S; ++i) {
+        const T v = xs[i] * s + rs[i];
+        ys[i] = v < T(0) ? T(0) : v;  // NaN stays NaN, as in PyTorch's relu
+      }
+    }
+  });
+}
+
+// One plane of the backward; the outputs that are not wanted (k* false) are not touched.
+// Returns the plane's dscale.
+template <bool kDx, bool kDscale, bool kDresidual, class T>
+T backward_plane(int64_t S, T s, const T* g, const T* y, const T* x, T* dx, T* dr) {
+  T lanes[kLanes] = {};
+  auto step = [&](int64_t i, T& lane) {
+    const T gm = y[i] > T(0) ? g[i] : T(0);
+    if constexpr (kDx) dx[i] = gm * s;
+    if constexpr (kDresidual) dr[i] = gm;
+    if constexpr (kDscale) lane += gm * x[i];
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= S; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) step(i + j, lanes[j]);
+  for (; i < S; ++i) step(i, lanes[0]);
+  T total = 0;
+  for (int j = 0; j < kLanes; ++j) total += lanes[j];
+  return total;
+}
+
+// Calls f(std::true_type) or f(std::false_type): a runtime flag as a template argument.
+template <class F>
+void with_flag(bool flag, F&& f) {
+  if (flag) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+template <bool kDx, bool kDscale, bool kDresidual, class T>
+void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale, const Tensor& dx,
+                    const Tensor& dscale, const Tensor& dresidual) {
+  const int64_t planes = x.size(0) * x.size(1), S = x.size(2);
+  const T *gp = grad.data<T>(), *yp = y.data<T>(), *xp = x.data<T>(), *sp = scale.data<T>();
+  T *dxp = data_or_null<T>(dx), *dsp = data_or_null<T>(dscale), *drp = data_or_null<T>(dresidual);
+  parallel_for(0, planes, plane_grain(S), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t at = p * S;
+      const T total = backward_plane<kDx, kDscale, kDresidual>(S, sp[p], gp + at, yp + at, xp + at,
+                                                               kDx ? dxp + at : nullptr, kDresidual ? drp + at : nullptr);
+      if constexpr (kDscale) dsp[p] = total;
+    }
+  });
+}
+
+}  // namespace
+
+void scale_add_relu_forward(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y) {
+  dispatch_float(x.dtype(), "scale_add_relu", [&]<class T>(TypeTag<T>) { forward_typed<T>(x, scale, residual, y); });
+}
+
+void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale,
+                             const Tensor& dx, const Tensor& dscale, const Tensor& dresidual) {
+  dispatch_float(x.dtype(), "scale_add_relu_backward", [&]<class T>(TypeTag<T>) {
+    // Each combination of wanted outputs gets its own branch-free loop.
+    with_flag(dx.defined(), [&](auto kDx) {
+      with_flag(dscale.defined(), [&](auto kDscale) {
+        with_flag(dresidual.defined(), [&](auto kDresidual) {
+          constexpr bool kX = decltype(kDx)::value, kS = decltype(kDscale)::value, kR = decltype(kDresidual)::value;
+          backward_typed<kX, kS, kR, T>(grad, y, x, scale, dx, dscale, dresidual);
+        });
+      });
+    });
+  });
+}
+
+}  // namespace ember::cpu
