@@ -6,11 +6,9 @@
 
 namespace ember {
 
-// composed until ops/scale_add_relu.h lands
-Tensor se_tail(const Tensor& x, const Tensor& s, const Tensor& residual) {
-  const Tensor scale = reshape(s, {s.size(0), s.size(1), 1, 1});
-  return relu(add(mul(x, scale), residual));
-}
+// One fused kernel each way (ops/scale_add_relu.h) instead of mul, add and relu with their three
+// outputs and three backward passes.
+Tensor se_tail(const Tensor& x, const Tensor& s, const Tensor& residual) { return scale_add_relu(x, s, residual); }
 
 std::shared_ptr<Conv2d> resnet_conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
                                     Generator* gen) {
