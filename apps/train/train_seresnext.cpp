@@ -169,7 +169,8 @@ double train_step(SeresnextRun& run, const Batch& batch) {
   return loss;
 }
 
-// Mean cross-entropy (no smoothing), top-1 and top-5 over the validation folder.
+// Mean cross-entropy (no smoothing), top-1 and top-5 over the validation folder (its first
+// max_batches batches of 256 for --dry-run).
 Evaluation evaluate(SeresnextRun& run) {
   autograd::NoGradGuard no_grad;
   run.model->eval();
@@ -177,7 +178,10 @@ Evaluation evaluate(SeresnextRun& run) {
   const int64_t k = std::min<int64_t>(5, int64_t(run.val_data->classes().size()));
   double loss_sum = 0;
   int64_t top1 = 0, top5 = 0, n = 0;
-  while (std::optional<Batch> batch = loader.next()) {
+  const int64_t batches = batches_per_epoch(run.config, loader);
+  for (int64_t b = 0; b < batches; ++b) {
+    std::optional<Batch> batch = loader.next();
+    if (!batch) break;
     Tensor x = batch->inputs.to(run.state.device), y = batch->targets.to(run.state.device);
     Tensor logits = (*run.model)(x);
     loss_sum += cross_entropy(logits, y, Reduction::sum).item();
