@@ -20,6 +20,7 @@
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
+#include "apps/train/train_seresnext.h"
 #include "apps/train/training_loop.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -45,6 +46,9 @@ struct CommandLine {
 
   CLI::App* train_metric = nullptr;
   ember::apps::TrainMetricConfig train_metric_config;
+
+  CLI::App* train_seresnext = nullptr;
+  ember::apps::TrainSeresnextConfig train_seresnext_config;
 
   CLI::App* bench_ops = nullptr;
   CLI::App* bench_allocator = nullptr;
@@ -151,6 +155,52 @@ void add_train_metric_options(CLI::App& cmd, ember::apps::TrainMetricConfig& c, 
       ->check(CLI::Range(int64_t(1), int64_t(60000)));
 }
 
+// The ResNet family's members as --model accepts them (3-channel, any image size).
+CLI::Validator resnet_family_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        std::string known;
+        for (const ember::ModelEntry& m : ember::model_zoo()) {
+          if (m.channels != 3 || !m.any_image_size) continue;
+          if (m.name == name) return "";
+          known += (known.empty() ? "" : ", ") + m.name;
+        }
+        return "'" + name + "' is not a member of the ResNet family (it has: " + known + ")";
+      },
+      "MODEL");
+}
+
+void add_train_seresnext_options(CLI::App& cmd, ember::apps::TrainSeresnextConfig& c, bool& dry_run) {
+  add_training_options(cmd, c, dry_run);
+  cmd.remove_option(cmd.get_option("--dataset"));
+  cmd.get_option("--data")->description("folder holding train/ and val/ image folders, as `ember data image-folder` "
+                                        "writes them (default data/fashion-mnist-png)");
+  cmd.get_option("--lr")->description("learning rate per 256 images, scaled by the images per step (default 0.256)");
+  cmd.add_option("--model", c.model, "a member of the ResNet family (default se_resnext_cifar)")
+      ->check(resnet_family_validator());
+  cmd.add_option("--depth", c.depth, "se_resnext_cifar's depth: 11, 20, 29, ...")->check(CLI::Range(int64_t(11), int64_t(1000)));
+  cmd.add_option("--width", c.width, "se_resnext_cifar's first-stage width (a multiple of 8)")
+      ->check(CLI::Range(int64_t(8), int64_t(4096)));
+  cmd.add_option("--image-size", c.image_size, "square training size (default: the model's, 32 or 224)")
+      ->check(CLI::Range(int64_t(8), int64_t(1024)));
+  cmd.add_option("--crop-scale", c.crop_scale, "RandomResizedCrop's smallest area fraction (default 0.35 for "
+                                               "se_resnext_cifar, NVIDIA's 0.08 otherwise)")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd.add_option("--warmup-epochs", c.warmup_epochs, "linear warmup length (default round(8 * epochs / 90), >= 1)")
+      ->check(CLI::Range(0, 100000));
+  cmd.add_option("--schedule-unit", c.schedule_unit, "step the lr schedule per epoch (NVIDIA's, default) or per step")
+      ->check(CLI::IsMember({"epoch", "step"}));
+  cmd.add_option("--label-smoothing", c.label_smoothing, "default 0.1")->check(CLI::Range(0.0, 0.999));
+  cmd.add_option("--mixup", c.mixup, "mixup alpha (NVIDIA's option: 0.2; default 0: off)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--target-batch", c.target_batch, "images per optimizer step: accumulate ceil(target / batch) "
+                                                   "micro-batches of --batch-size")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  cmd.add_option("--workers", c.workers, "loader threads decoding images (default 2)")->check(CLI::Range(1, 256));
+  cmd.add_option("--bad-images", c.bad_images, "a file that does not decode: fail (default) or skip (report it "
+                                               "once, use the next image)")
+      ->check(CLI::IsMember({"fail", "skip"}));
+}
+
 void add_train_commands(CLI::App& app, CommandLine& cl) {
   CLI::App* train = app.add_subcommand("train", "Train a model end to end");
   train->require_subcommand(1);
@@ -161,6 +211,11 @@ void add_train_commands(CLI::App& app, CommandLine& cl) {
       "metric", "Train an MNIST / Fashion-MNIST embedding with a metric-learning loss and score retrieval "
                 "(default: ntxent, dim 128, batch 128 = 8 classes x 16, 4 epochs, Adam lr 1e-3, cosine schedule)");
   add_train_metric_options(*cl.train_metric, cl.train_metric_config, cl.dry_run);
+  cl.train_seresnext = train->add_subcommand(
+      "seresnext", "Train a ResNet-family member on image folders with NVIDIA's recipe (default: se_resnext_cifar, "
+                   "90 epochs, SGD 0.256 per 256 images momentum 0.875, warmup + cosine per epoch, label smoothing "
+                   "0.1, batch 64); reports top-1 and top-5");
+  add_train_seresnext_options(*cl.train_seresnext, cl.train_seresnext_config, cl.dry_run);
 }
 
 void add_bench_kernels_options(CLI::App& cmd, CommandLine& cl) {
@@ -343,6 +398,12 @@ ember::apps::TrainMetricConfig train_metric_config(const CommandLine& cl) {
   return c;
 }
 
+ember::apps::TrainSeresnextConfig train_seresnext_config(const CommandLine& cl) {
+  ember::apps::TrainSeresnextConfig c = cl.train_seresnext_config;
+  apply_dependent_defaults(*cl.train_seresnext, cl.dry_run, c);
+  return c;
+}
+
 // Flag combinations the parser cannot check one flag at a time (train metric's batch layout):
 // one line and exit status 2, like any usage error. A resumed run takes them from the
 // checkpoint, so they are checked only for a fresh one.
@@ -364,6 +425,9 @@ int run_command(const CommandLine& cl) {
   } else if (*cl.train_metric) {
     ember::apps::train_metric(train_metric_config(cl), std::cout, std::cerr,
                               ember::apps::Progress::stderr_is_terminal());
+  } else if (*cl.train_seresnext) {
+    ember::apps::train_seresnext(train_seresnext_config(cl), std::cout, std::cerr,
+                                 ember::apps::Progress::stderr_is_terminal());
   } else if (*cl.bench_ops) {
     ember::bench::bench_ops(std::cout);
   } else if (*cl.bench_kernels) {
