@@ -49,7 +49,7 @@ TrainSeresnextConfig TrainSeresnextConfig::from_json(const Json& j, const std::s
     else if (key == "width") c.width = json_int(value, field, 1);
     else if (key == "image_size") c.image_size = json_int(value, field, 0);
     else if (key == "crop_scale") c.crop_scale = json_number(value, field, 0.0, 1.0);
-    else if (key == "warmup_epochs") c.warmup_epochs = int(json_int(value, field, 0, 1 << 30));
+    else if (key == "warmup_epochs") c.warmup_epochs = int(json_int(value, field, -1, 1 << 30));  // -1: the default length
     else if (key == "schedule_unit") c.schedule_unit = json_string(value, field);
     else if (key == "label_smoothing") c.label_smoothing = json_number(value, field, 0.0, 1.0);
     else if (key == "mixup") c.mixup = json_number(value, field, 0.0, kBig);
