@@ -6,12 +6,11 @@
 Same shapes, same timing method (torch_timing.py). The backward rows call the ATen kernels that
 autograd calls (convolution_backward with one output selected, max_pool2d_with_indices_backward).
 """
-import argparse
 
 import torch
 import torch.nn.functional as F
 
-from torch_timing import median_ms, use_cuda
+from torch_timing import run_rows
 
 def conv_backward(dy, x, w, mask):
     return torch.ops.aten.convolution_backward(dy, x, w, [w.shape[0]], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
@@ -43,16 +42,7 @@ def rows():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.device == "cuda":
-        use_cuda()
-    with torch.no_grad():
-        for name, fn in rows():
-            print(f"{name} {median_ms(fn):.4f}", flush=True)
+    run_rows(__doc__.splitlines()[0], rows)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,11 @@ autograd calls (convolution_backward with one output selected). The SE tail is P
 unfused relu(x * s + residual); its backward is what autograd runs for it (threshold_backward,
 then the products and the sum over H, W).
 """
-import argparse
 
 import torch
 import torch.nn.functional as F
 
-from torch_timing import median_ms, use_cuda
+from torch_timing import run_rows
 
 # (n, cin, cout, groups, hw, k, stride, pad): kLayers of bench_kernels_seresnext.cpp, same order.
 LAYERS = [
@@ -51,16 +50,7 @@ def rows():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.device == "cuda":
-        use_cuda()
-    with torch.no_grad():
-        for name, fn in rows():
-            print(f"{name} {median_ms(fn):.4f}", flush=True)
+    run_rows(__doc__.splitlines()[0], rows)
 
 
 if __name__ == "__main__":

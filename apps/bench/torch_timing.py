@@ -45,3 +45,20 @@ def median_ms(fn):
         _sync()
         per_call.append((time.perf_counter() - start) / calls * 1e3)
     return sorted(per_call)[BLOCKS // 2]
+
+
+def run_rows(description, rows):
+    """The main() of a `name ms` peer script: --threads and --device flags, then each row of
+    rows() (a list of (name, fn)) timed by median_ms without autograd, one line each."""
+    import argparse
+    import torch
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        use_cuda()
+    with torch.no_grad():
+        for name, fn in rows():
+            print(f"{name} {median_ms(fn):.4f}", flush=True)
