@@ -113,6 +113,32 @@ TEST_CASE("triplet_margin_loss: streamed tiles equal one whole tile, whatever th
   }
 }
 
+TEST_CASE("triplet_margin_loss: anchors with many positives (the sorted path) equal their listed triplets",
+          "[losses][triplet]") {
+  // 258 rows of class 0 give their anchors 257 positives, above Note [Few positives]'s 256, so
+  // they take the sorted path; the 6 rows of class 1 take the scans. The listed triplets go
+  // through the given-triplets path, which computes each triplet's distances on its own.
+  std::vector<int64_t> labels(264, 0);
+  for (size_t i = 258; i < labels.size(); ++i) labels[i] = 1;
+  const Tensor y = labels_of(labels);
+  const Tensor emb = f64_randn({264, 4}, 29);
+  std::vector<int64_t> a, p, n;
+  for (int64_t i = 0; i < 264; ++i)
+    for (int64_t j = 0; j < 264; ++j)
+      for (int64_t k = 0; k < 264; ++k)
+        if (j != i && labels[size_t(j)] == labels[size_t(i)] && labels[size_t(k)] != labels[size_t(i)])
+          a.push_back(i), p.push_back(j), n.push_back(k);
+  const Triplets listed = triplets_of(a, p, n);
+  for (double margin : {0.05, 0.5}) {
+    INFO("margin " << margin);
+    const auto all = all_loss_and_grad(emb, y, {.margin = margin});
+    const auto given = mined_loss_and_grad(emb, y, listed, {.margin = margin});
+    CHECK(all.loss.item() > 0);
+    test::check_close(all.loss, given.loss, 1e-12, 1e-14);
+    test::check_close(all.grad, given.grad, 1e-10, 1e-12);
+  }
+}
+
 TEST_CASE("triplet_margin_loss: given triplets, PML's formula and f64 gradcheck", "[losses][triplet][gradcheck]") {
   const Tensor emb = f64_randn({6, 4}, 7);
   const Tensor y = labels_of({0, 0, 1, 1, 2, 0});
