@@ -159,13 +159,6 @@ TrainingCheckpoint make_checkpoint(const MetricRun& run, int64_t epochs_done) {
   return ck;
 }
 
-// After every epoch: the checkpoint (--save), the CSV (--log) and the SVG (--plot) asked for.
-void write_epoch_outputs(const MetricRun& run, int64_t epochs_done, const RunLog& log) {
-  const TrainMetricConfig& c = run.config;
-  if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epochs_done));
-  if (!c.log.empty()) log.write_csv(c.log);
-  if (!c.plot.empty()) log.write_svg(c.plot, run_title(c));
-}
 
 }  // namespace
 
@@ -195,7 +188,7 @@ TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out
     print_epoch(rec, stats, eval_seconds, c.epochs, out);
     result.train_loss = rec.train_loss;
     result.seconds += rec.seconds;
-    write_epoch_outputs(run, epoch + 1, log);
+    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, run_title(run.config));
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

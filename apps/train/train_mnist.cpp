@@ -120,13 +120,6 @@ TrainingCheckpoint make_checkpoint(const MnistRun& run, int64_t epochs_done) {
   return ck;
 }
 
-// After every epoch: the checkpoint (--save), the CSV (--log) and the SVG (--plot) asked for.
-void write_epoch_outputs(const MnistRun& run, int64_t epochs_done, const RunLog& log) {
-  const TrainMnistConfig& c = run.config;
-  if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epochs_done));
-  if (!c.log.empty()) log.write_csv(c.log);
-  if (!c.plot.empty()) log.write_svg(c.plot, model_title(c));
-}
 
 }  // namespace
 
@@ -157,7 +150,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
     result.test_accuracy = ev.accuracy;
     result.test_loss = ev.loss;
     result.seconds += rec.seconds;
-    write_epoch_outputs(run, epoch + 1, log);
+    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run.config));
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

@@ -209,13 +209,6 @@ TrainingCheckpoint make_checkpoint(const SeresnextRun& run, int64_t epochs_done)
   return ck;
 }
 
-// After every epoch: the checkpoint (--save), the CSV (--log) and the SVG (--plot) asked for.
-void write_epoch_outputs(const SeresnextRun& run, int64_t epochs_done, const RunLog& log) {
-  const TrainSeresnextConfig& c = run.config;
-  if (!c.save.empty()) save_checkpoint(c.save, make_checkpoint(run, epochs_done));
-  if (!c.log.empty()) log.write_csv(c.log);
-  if (!c.plot.empty()) log.write_svg(c.plot, model_title(run));
-}
 
 }  // namespace
 
@@ -248,7 +241,7 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
     log.add(rec);
     print_epoch(rec, stats, c.epochs, out);
     result = {ev.top1, ev.top5, ev.loss, result.seconds + rec.seconds};
-    write_epoch_outputs(run, epoch + 1, log);
+    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run));
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

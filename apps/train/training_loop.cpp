@@ -155,6 +155,13 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
   state.step = resumed.step;
 }
 
+void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,
+                         const RunLog& log, const std::string& title) {
+  if (!c.save.empty()) save_checkpoint(c.save, checkpoint());
+  if (!c.log.empty()) log.write_csv(c.log);
+  if (!c.plot.empty()) log.write_svg(c.plot, title);
+}
+
 std::string epoch_time(const EpochStats& stats) {
   return "time " + format_duration(stats.seconds) + " (" +
          bench::fixed(double(stats.images) / std::max(stats.seconds, 1e-9), 0) + " img/s)";

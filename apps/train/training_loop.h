@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "apps/train/run_log.h"
 #include "apps/train/training_options.h"
 #include "core/error.h"
 #include "datasets/data_loader.h"
@@ -102,6 +103,11 @@ class Interrupted : public Error {
 TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done);
 // Puts those back, so the rest of the run is bitwise identical to an uninterrupted one.
 void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed);
+
+// After every epoch: the checkpoint (c.save, built by `checkpoint` only when asked for), the CSV
+// (c.log) and the SVG titled `title` (c.plot).
+void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,
+                         const RunLog& log, const std::string& title);
 
 // "time 12.3s (5000 img/s)" for an epoch's line.
 std::string epoch_time(const EpochStats& stats);
