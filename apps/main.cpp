@@ -127,6 +127,8 @@ void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& 
   cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
                                                "continue with --resume)")->check(CLI::Range(1, 100000));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
+  cmd.add_flag("--detect-anomaly", c.detect_anomaly, "stop at the first op whose output or gradient is NaN/Inf and "
+                                                     "name it (slow: a device sync per op)");
 }
 
 void add_train_mnist_options(CLI::App& cmd, ember::apps::TrainMnistConfig& c, bool& dry_run) {

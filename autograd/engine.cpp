@@ -73,6 +73,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     if (!retain_graph) node->backward = nullptr;
     EMBER_CHECK(grads.size() == node->inputs.size(), "backward of '", node->name, "' returned ",
                 grads.size(), " gradients for ", node->inputs.size(), " inputs");
+    if (is_anomaly_enabled()) [[unlikely]] check_backward_anomaly(*node, grads);  // Note [Anomaly mode]
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& e = node->inputs[i];
       Tensor& g = grads[i];

@@ -1,6 +1,11 @@
 #include "autograd/graph.h"
 
 namespace ember::autograd {
+namespace detail {
+std::string check_forward_anomaly(const char* name, uint64_t sequence, const std::vector<Tensor>& inputs,
+                                  const Tensor& output);  // anomaly_mode.cpp
+}  // namespace detail
+
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local uint64_t t_sequence = 0;
@@ -56,6 +61,8 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   auto node = std::make_shared<Node>();
   node->name = name;
   node->sequence = ++t_sequence;
+  if (is_anomaly_enabled()) [[unlikely]]  // Note [Anomaly mode] in anomaly_mode.cpp
+    node->forward_context = detail::check_forward_anomaly(name, node->sequence, inputs, output);
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node->inputs.push_back(edge_for(t));
   node->backward = std::move(backward);

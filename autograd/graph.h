@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -53,6 +54,9 @@ struct Node {
   uint64_t sequence = 0;
   std::vector<Edge> inputs;
   BackwardFn backward;  // reset after use unless the graph is retained
+  // How the forward created this node ("op #12: log((3)) -> (3)"), recorded only in anomaly
+  // mode, for backward's error (Note [Anomaly mode] in autograd/anomaly_mode.cpp).
+  std::string forward_context;
 
   Node() = default;
   Node(const Node&) = delete;
@@ -81,6 +85,48 @@ class NoGradGuard {
  private:
   bool previous_;
 };
+
+// ---- anomaly mode (Note [Anomaly mode] in autograd/anomaly_mode.cpp) ---------------------------
+// Like torch.autograd.detect_anomaly: while on (per thread), every op that records checks its
+// output for NaN/Inf, and backward checks every gradient a node returns; the first non-finite
+// tensor is an AnomalyError naming the op. Each check synchronises with the device, so it is a
+// debugging mode; when off it costs one thread-local bool test per recorded op.
+//
+//   {
+//     autograd::DetectAnomalyGuard anomaly;     // on in this scope (and restored after it)
+//     loss = model(x); loss.backward();         // "anomaly: forward of log produced NaN at ..."
+//   }
+bool is_anomaly_enabled();
+void set_detect_anomaly(bool enabled);
+
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool enabled = true) : previous_(is_anomaly_enabled()) { set_detect_anomaly(enabled); }
+  ~DetectAnomalyGuard() { set_detect_anomaly(previous_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// What anomaly mode throws: "anomaly: forward of <op> produced ..." or "anomaly: backward of
+// <op> returned ...".
+class AnomalyError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Describes the NaN/Inf elements of a tensor ("NaN at element 17 of (8, 32, 14, 14) (3 NaN, 0
+// Inf among 6272 elements)"), or returns "" when it has none; runs on the tensor's device. The
+// op layer installs it (ops/nonfinite.cpp); anomaly mode cannot check anything without it.
+using NonfiniteDescriber = std::string (*)(const Tensor& t);
+void set_nonfinite_describer(NonfiniteDescriber describe);
+
+// Run by the engine after a node's backward, in anomaly mode: an AnomalyError for the first
+// gradient of an active input that holds NaN/Inf, naming the node, the input and how the
+// forward created the node.
+void check_backward_anomaly(const Node& node, const TensorList& grads);
 
 // True when grad mode is on and `t` requires grad.
 bool needs_grad(const Tensor& t);

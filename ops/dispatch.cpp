@@ -1,7 +1,9 @@
 #include "ops/dispatch.h"
 
+#include "autograd/graph.h"
 #include "core/allocator.h"
 #include "ops/cuda/register.h"
+#include "ops/nonfinite.h"
 
 namespace ember {
 namespace {
@@ -18,6 +20,13 @@ std::vector<const DeviceKernelBase*>& registry() {
 // the runtime and bind every CUDA kernel (ops/cuda/register.h).
 [[maybe_unused]] const bool g_cuda_initializer_registered = [] {
   set_device_initializer(DeviceType::cuda, &cuda::init_cuda_backend);
+  return true;
+}();
+
+// Anomaly mode (autograd/graph.h) lives below the op layer and checks tensors with this layer's
+// kernel; it is installed here for the same reason.
+[[maybe_unused]] const bool g_nonfinite_describer_registered = [] {
+  autograd::set_nonfinite_describer(&describe_nonfinite);
   return true;
 }();
 

@@ -291,6 +291,11 @@ void triplet_mined_backward(const Tensor& grad, const Tensor& e, const Tensor& a
 // negative with the smallest (ties: the smaller index), -1 where i has none.
 void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const Tensor& hardest);
 
+// ---- non-finite values (nonfinite.cpp; anomaly mode, Note [Anomaly mode] in autograd/anomaly_mode.cpp) ----
+// x: contiguous f32/f64, any shape -> out: (3) i64 contiguous on x's device: [number of NaN
+// elements, number of infinite elements, flat index of the first non-finite element or -1].
+void count_nonfinite(const Tensor& x, const Tensor& out);
+
 }  // namespace ember::cpu
 
 namespace ember {
@@ -355,6 +360,7 @@ EMBER_DEVICE_KERNEL(triplet_mined_forward);
 EMBER_DEVICE_KERNEL(triplet_mined_backward);
 EMBER_DEVICE_KERNEL(scale_add_relu_forward);
 EMBER_DEVICE_KERNEL(scale_add_relu_backward);
+EMBER_DEVICE_KERNEL(count_nonfinite);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

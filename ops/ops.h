@@ -17,3 +17,4 @@
 #include "ops/pair_tiles.h"
 #include "ops/softmax.h"
 #include "ops/scale_add_relu.h"
+#include "ops/nonfinite.h"

@@ -10,6 +10,7 @@
 
 #include "apps/bench/timing.h"
 #include "apps/train/progress.h"
+#include "autograd/graph.h"
 #include "core/error.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"
@@ -62,8 +63,37 @@ double optimizer_step(TrainingState& state, const Tensor& loss) {
   return loss.item();
 }
 
+namespace {
+
+// How a run that stops for non-finite values ends (Note [Non-finite loss]): this epoch's outputs
+// are not written, so the last checkpoint stays the last good one.
+std::string outputs_not_written(const TrainingOptions& c, int64_t epoch) {
+  return detail::concat("The outputs of epoch ", epoch + 1, " were not written",
+                        c.save.empty() ? "" : "; the last checkpoint is unchanged");
+}
+
+// One training step; in anomaly mode, its AnomalyError gains the epoch and step (Note
+// [--detect-anomaly]).
+double checked_step(const TrainingState& state, const TrainingOptions& c, int64_t epoch, int64_t b, int64_t batches,
+                    const std::function<double(const Batch&)>& step, const Batch& batch) {
+  try {
+    return step(batch);
+  } catch (const autograd::AnomalyError& e) {
+    throw autograd::AnomalyError(detail::concat(e.what(), " (epoch ", epoch + 1, ", step ", state.step + 1, ", batch ",
+                                                b + 1, " of ", batches, "). ", outputs_not_written(c, epoch)),
+                                 e.file(), e.line());
+  }
+}
+
+}  // namespace
+
 EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t epoch, std::ostream& progress,
                        bool interactive, const std::function<double(const Batch&)>& step) {
+  // Note [--detect-anomaly]: the flag turns anomaly mode (autograd/graph.h) on for the training
+  // steps only (not evaluation), in this one loop that every train command runs. Its error names
+  // the op and is thrown mid-step, before the epoch's outputs, like a non-finite loss; `ember`
+  // prints it and exits 1. A caller that enabled the mode itself keeps it.
+  const autograd::DetectAnomalyGuard anomaly(c.detect_anomaly || autograd::is_anomaly_enabled());
   DataLoader& loader = *state.loader;
   const int64_t batches = batches_per_epoch(c, loader);
   Progress bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), batches, c.batch_size, progress,
@@ -73,13 +103,13 @@ EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t e
     std::optional<Batch> batch = loader.next();
     if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
     if (!batch) break;
-    const double loss = step(*batch);
+    const double loss = checked_step(state, c, epoch, b, batches, step, *batch);
     // Note [Non-finite loss]: a NaN or infinite loss means the run has diverged; every later
     // epoch would print nan and --save would overwrite the last good checkpoint with it. The
     // run stops here, before this epoch's outputs are written.
     EMBER_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at epoch ", epoch + 1, ", step ",
-                state.step, " (batch ", b + 1, " of ", batches, "); try a lower --lr. The outputs of epoch ",
-                epoch + 1, " were not written", c.save.empty() ? "" : "; the last checkpoint is unchanged");
+                state.step, " (batch ", b + 1, " of ", batches, "); try a lower --lr (--detect-anomaly names the "
+                "first op that produces NaN/Inf). ", outputs_not_written(c, epoch));
     const int64_t images = batch->inputs.size(0);
     stats.loss_sum += loss * double(images);
     stats.images += images;

@@ -57,6 +57,7 @@ void TrainingOptions::take_run_control(const TrainingOptions& given) {
   plot = given.plot;
   max_batches = given.max_batches;
   stop_after = given.stop_after;
+  detect_anomaly = given.detect_anomaly;
   resume = given.resume;
 }
 

@@ -38,6 +38,7 @@ struct TrainingOptions {
   std::string plot;                // SVG of the curves
   int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
   int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
+  bool detect_anomaly = false;     // anomaly mode in every training step (Note [--detect-anomaly])
   // The recipe keys (as in write_json: "lr", "batch_size", "model", ...) the command line set
   // explicitly; with --resume, each must agree with the checkpoint (check_resume_conflicts).
   std::vector<std::string> explicit_keys;

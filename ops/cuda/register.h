@@ -30,7 +30,8 @@
   X(softmax)                          \
   X(supcon)                           \
   X(triplet)                          \
-  X(scale_add_relu)
+  X(scale_add_relu)                   \
+  X(nonfinite)
 
 namespace ember::cuda {
 

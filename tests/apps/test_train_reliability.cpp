@@ -109,6 +109,38 @@ TEST_CASE("train reliability: a diverging run stops at the first non-finite loss
   }
 }
 
+TEST_CASE("train reliability: --detect-anomaly names the first op that produces NaN/Inf; the checkpoint survives") {
+  test::TempDir dir("train_rel_anomaly");
+  test::write_synthetic_mnist(dir, 640, 20);
+  TrainMnistConfig good = small_config(dir);
+  good.save = dir.file("ck.safetensors");
+  good.stop_after = 1;
+  run(good);
+  const std::string before = file_bytes(good.save);
+  REQUIRE(!before.empty());
+
+  TrainMnistConfig wild = small_config(dir);
+  wild.model = "mnist_cnn";
+  wild.lr = 1e6;
+  wild.save = good.save;
+  wild.detect_anomaly = true;
+  std::ostringstream out, progress;
+  std::string message = "(no error)";
+  try {
+    apps::train_mnist(wild, out, progress, false);
+  } catch (const autograd::AnomalyError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK_THAT(message, Contains("anomaly: ") && Contains(" at element ") && Contains("(epoch 1, step "));
+  CHECK(((message.find("forward of ") != std::string::npos) || (message.find("backward of ") != std::string::npos)));
+  CHECK_THAT(message, Contains("the last checkpoint is unchanged"));
+  CHECK(file_bytes(good.save) == before);
+  CHECK_FALSE(autograd::is_anomaly_enabled());  // the run's guard is gone with it
+  // The flag is run control, not recipe: a checkpoint does not record it.
+  CHECK(before.find("detect_anomaly") == std::string::npos);
+}
+
 TEST_CASE("train reliability: checkpoint recipes are validated field by field") {
   test::TempDir dir("train_rel_recipe");
   test::write_synthetic_mnist(dir, 64, 20);
