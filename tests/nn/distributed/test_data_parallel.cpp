@@ -96,7 +96,7 @@ std::vector<Tensor> local_grads(Module& m, const Tensor& x) {
 
 }  // namespace
 
-TEST_CASE("DDP buckets parameters in reverse order and launches each as backward completes it") {
+TEST_CASE("DDP broadcasts rank 0's state and buckets parameters in reverse order") {
   auto group = std::make_shared<PeerOfOnes>();
   auto model = std::make_shared<Probed>(group->log);
   DistributedDataParallel one_bucket(model, group);
@@ -140,7 +140,7 @@ TEST_CASE("DDP launches a bucket during backward once the buckets before it are 
   CHECK(group->log == Log{"launch 2", "launch 6", "probe", "launch 3", "launch 12", "wait 2", "wait 6", "wait 3", "wait 12"});
 }
 
-TEST_CASE("DDP no_sync accumulates locally; the next backward averages the sum") {
+TEST_CASE("DDP no_sync accumulates locally, then the next backward averages the sum") {
   auto group = std::make_shared<PeerOfOnes>();
   auto model = std::make_shared<Probed>(group->log);
   for (auto& [name, p] : model->unused->named_parameters()) p.requires_grad_(false);

@@ -130,5 +130,8 @@ TEST_CASE("two DDP ranks train to the parameters of one process on the global ba
   for (size_t k = 0; k < expected.size(); ++k) {
     INFO(expected[k].first << " (bucket cap " << cap_mib << " MiB)");
     REQUIRE_THAT(actual[k].second, test::all_close(expected[k].second, 1e-12, 1e-12));
+    // The replicas agree bitwise: both ranks add the same two gradients (a + b == b + a).
+    Tensor both = group->all_gather(actual[k].second.detach().reshape({1, -1}).contiguous());
+    REQUIRE_THAT(both.select(0, 1), test::all_close(both.select(0, 0), 0, 0));
   }
 }
