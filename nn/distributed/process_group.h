@@ -11,9 +11,10 @@
 //
 // Tensors must be contiguous, f32, f64 or i64, on the group's device, and (in place) must not
 // require grad; each rank passes tensors of the same shape and dtype in the same order, as MPI
-// requires (all_gather allows a different first dimension per rank). broadcast, all_gather and
-// the blocking all_reduce check this across ranks and throw the same error on every rank;
-// all_reduce_async, the hot path of DistributedDataParallel, does not.
+// requires (all_gather allows a different first dimension per rank). broadcast, all_gather,
+// reduce_scatter and the blocking all_reduce check this across ranks (one small all-gather of
+// the shapes) and throw the same error on every rank; all_reduce_async, the hot path of
+// DistributedDataParallel, does not.
 //
 // A build without MPI still compiles all of this: available() is false and every entry point
 // throws "ember was built without MPI; install libopenmpi-dev and reconfigure".
