@@ -22,4 +22,5 @@
 #include "datasets/tensor_dataset.h"
 #include "losses/losses.h"
 #include "nn/nn.h"
+#include "nn/distributed/distributed.h"
 #include "ops/ops.h"

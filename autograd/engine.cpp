@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autograd/hooks.h"
 #include "ops/ops.h"
 
 namespace ember::autograd {
@@ -48,8 +49,11 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
     ~RetainFlag() { set_retaining_graph(saved); }
   } restore_flag;
   set_retaining_graph(retain_graph);
+  PassHooks hooks(meta->grad_fn);  // Note [Post-accumulate hooks] in hooks.h
   if (!meta->grad_fn) {
     accumulate_into_leaf(*meta, seed);
+    hooks.accumulated(*meta);
+    hooks.finish();
     return;
   }
 
@@ -83,6 +87,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
                   dtype_name(g.dtype()), ", expected ", shape_str(e.shape), " and ", dtype_name(e.dtype));
       if (e.leaf) {
         accumulate_into_leaf(*e.leaf, g);
+        hooks.accumulated(*e.leaf);
         continue;
       }
       auto [it, inserted] = pending.try_emplace(e.node.get(), g);
@@ -94,6 +99,7 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
       }
     }
   }
+  hooks.finish();
 }
 
 

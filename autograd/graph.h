@@ -68,6 +68,8 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;                       // leaves only
   std::shared_ptr<Node> grad_fn;     // null for leaves
+  // Leaves only: run once per backward pass after its last gradient (autograd/hooks.h).
+  std::vector<std::pair<uint64_t, std::function<void()>>> post_accumulate_hooks;
 };
 
 // ---- grad mode --------------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+// Backend choice and the checks every backend shares (process_group.h).
+#include "nn/distributed/process_group.h"
+
+#include "autograd/graph.h"
+#include "core/error.h"
+#include "nn/distributed/backends.h"
+
+namespace ember::distributed {
+
+void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  check_collective_tensor("all_reduce", *this, t, /*in_place=*/true);
+  check_same_on_all_ranks("all_reduce", t, /*dim0_may_differ=*/false);
+  all_reduce_async(t, op)->wait();
+}
+
+bool available(Device device) { return device.is_cpu() ? detail::mpi_built() : detail::nccl_built(); }
+
+std::shared_ptr<ProcessGroup> init_process_group(Device device) {
+  return device.is_cpu() ? detail::mpi_process_group() : detail::nccl_process_group(device.index);
+}
+
+void check_collective_tensor(const char* op, const ProcessGroup& group, const Tensor& t, bool in_place) {
+  EMBER_CHECK(t.defined(), op, ": expected a tensor, got an undefined one");
+  EMBER_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::i64, op,
+              ": expected a f32, f64 or i64 tensor, got ", dtype_name(t.dtype()));
+  EMBER_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor, got shape ", shape_str(t.shape()),
+              " with strides ", shape_str(t.strides()), " (call .contiguous() first)");
+  EMBER_CHECK(t.device() == group.device(), op, ": the ", group.backend(), " group works on ", group.device().str(),
+              " tensors, got one on ", t.device().str());
+  if (in_place) autograd::check_inplace(t, op);
+}
+
+}  // namespace ember::distributed
