@@ -291,9 +291,9 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   return y;
 }
 
-// The backward of the p-norms is PyTorch's norm_backward (Note [Singular gradients] in
-// ops/elementwise.cpp): a zero norm has gradient 0 (for every p but 1 and inf, where the subgradient
-// sign(x) * ... is 0 there anyway); the inf-norm's gradient is split among the elements whose |x| is
+// The backward of the p-norms is PyTorch's norm_backward, branch by branch (p < 1, 1, (1, 2), 2,
+// > 2, inf; Note [Singular gradients] in ops/elementwise.cpp): a zero norm has gradient 0, and so
+// has a zero element when p < 1; the inf-norm's gradient is split among the elements whose |x| is
 // the norm, or that are NaN.
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", dtype_name(x.dtype()));
@@ -319,7 +319,11 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
         Tensor mask = add(eq(ax, yk).to(g.dtype()), ne(ax, ax).to(g.dtype()));
         return {mul(sign(xv), mul(div(gk, sum_to(mask, keep)), mask))};
       }
-      if (p == 2.0) return {mul(xv, where(eq(yk, 0.0), zero, div(gk, yk)))};
+      if (p == 2.0) return {mul(gk, where(eq(yk, 0.0), zero, div(xv, yk)))};
+      if (p < 1.0) {  // |x|^(p - 1) is inf at x = 0, where the gradient is 0
+        Tensor scaled = mul(sign(xv), where(eq(xv, 0.0), zero, pow(abs(xv), p - 1.0)));
+        return {mul(mul(scaled, gk), pow(yk, 1.0 - p))};
+      }
       Tensor scaled = p < 2.0 ? mul(sign(xv), pow(abs(xv), p - 1.0)) : mul(xv, pow(abs(xv), p - 2.0));
       return {mul(scaled, where(eq(yk, 0.0), zero, div(gk, pow(yk, p - 1.0))))};
     });
