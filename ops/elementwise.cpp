@@ -257,7 +257,23 @@ Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
+// Note [Scalar pow]: PyTorch computes x ** 0.5 with sqrt and x ** -0.5 with rsqrt (its
+// pow_tensor_scalar_kernel), which differ from std::pow at -inf (sqrt(-inf) = NaN, pow(-inf, 0.5)
+// = inf) and -0; ember does the same, in the forward and in the gradient, whose x ** (s - 1) is
+// again a scalar pow (so x ** 1.5 has gradient NaN at -inf, as in PyTorch). Its other special
+// cases (2, 3, -1, -2) agree with std::pow on every non-finite input.
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor y;
+  if (is_floating(a.dtype()) && exponent == 0.5) y = unary_forward(UnaryOp::sqrt, "pow", a);
+  else if (is_floating(a.dtype()) && exponent == -0.5) y = unary_forward(UnaryOp::rsqrt, "pow", a);
+  else y = binary_forward(BinaryOp::pow, "pow", a, scalar_like(exponent, a));
+  if (needs_grad(a))
+    record("pow", {a}, y, [sa = save(a), exponent](const Tensor& g) -> TensorList {
+      if (exponent == 0.0) return {zeros_like(g)};  // even where g is inf or NaN (PyTorch)
+      return {mul(g, mul(pow(sa.get("pow"), exponent - 1.0), exponent))};
+    });
+  return y;
+}
 // With a scalar bound these are PyTorch's clamp_min / clamp_max (a tie passes the whole gradient).
 Tensor maximum(const Tensor& a, double b) { return clamp_op("maximum", a, b, std::nullopt); }
 Tensor minimum(const Tensor& a, double b) { return clamp_op("minimum", a, std::nullopt, b); }
