@@ -175,24 +175,38 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+// Note [Singular gradients]: at the points where a formula's factors are 0 and inf (or NaN), a
+// gradient is whatever PyTorch 1.13's derivatives.yaml returns there, so backward passes written
+// against PyTorch agree on every value, finite or not. Each backward below spells out PyTorch's
+// formula, in its order of operations, and masks with where() (never by multiplying with a 0/1
+// mask, which turns an infinite upstream gradient into NaN).
+// pow: d/da is 0 where b == 0 (so pow(0, 0) has gradient 0, not 0 * 0^-1 = NaN); d/db is 0 where
+// a == 0 and b >= 0 (not 0 * log 0).
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor y = binary_forward(BinaryOp::pow, "pow", a, b);
   if (needs_grad({a, b})) {
     record("pow", {a, b}, y,
-           [sa = save(a), sb = save(b), sy = save(y), shape_a = a.shape(), shape_b = b.shape(),
-            nb = needs_grad(b)](const Tensor& g) -> TensorList {
+           [sa = save(a), sb = save(b), sy = save(needs_grad(b) ? y : Tensor()), shape_a = a.shape(),
+            shape_b = b.shape(), na = needs_grad(a), nb = needs_grad(b)](const Tensor& g) -> TensorList {
              const Tensor& av = sa.get("pow");
              const Tensor& bv = sb.get("pow");
-             Tensor ga = mul(g, mul(bv, pow(av, sub(bv, 1.0))));
-             Tensor gb = nb ? sum_to(mul(g, mul(sy.get("pow"), log(av))), shape_b) : Tensor();
-             return {sum_to(ga, shape_a), gb};
+             const Tensor zero = scalar_like(0.0, g);
+             Tensor ga, gb;
+             if (na) ga = sum_to(where(eq(bv, 0.0), zero, mul(g, mul(bv, pow(av, sub(bv, 1.0))))), shape_a);
+             if (nb) {
+               Tensor d = mul(sy.get("pow"), log(av));
+               gb = sum_to(mul(g, where(eq(av, 0.0), where(ge(bv, 0.0), zero, d), d)), shape_b);
+             }
+             return {ga, gb};
            });
   }
   return y;
 }
 
 namespace {
-// maximum/minimum: the gradient goes to the winner, split evenly on ties (as PyTorch does).
+// maximum/minimum (PyTorch's formula, Note [Singular gradients]): ties split the gradient evenly,
+// the loser gets exactly 0, and a NaN operand (neither wins nor loses) passes the whole gradient
+// to both inputs.
 Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   Tensor y = binary_forward(op, name, a, b);
   if (needs_grad({a, b})) {
@@ -200,10 +214,36 @@ Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b)
                              shape_b = b.shape()](const Tensor& g) -> TensorList {
       const Tensor& av = sa.get(name);
       const Tensor& bv = sb.get(name);
-      Tensor wins = (op == BinaryOp::maximum ? gt(av, bv) : lt(av, bv)).to(g.dtype());
-      Tensor weight_a = add(wins, mul(eq(av, bv).to(g.dtype()), 0.5));
-      Tensor ga = mul(g, weight_a);
-      return {sum_to(ga, shape_a), sum_to(sub(g, ga), shape_b)};
+      const Tensor zero = scalar_like(0.0, g);
+      Tensor shared = where(eq(av, bv), mul(g, 0.5), g);
+      const bool is_max = op == BinaryOp::maximum;
+      Tensor ga = where(is_max ? lt(av, bv) : gt(av, bv), zero, shared);
+      Tensor gb = where(is_max ? gt(av, bv) : lt(av, bv), zero, shared);
+      return {sum_to(ga, shape_a), sum_to(gb, shape_b)};
+    });
+  }
+  return y;
+}
+
+// x clamped to [lo, hi] (either bound optional). NaN stays NaN and, as for every x outside the
+// bounds, gets gradient 0; x on a bound gets the whole gradient (PyTorch's clamp_backward).
+Tensor clamp_op(const char* name, const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  EMBER_CHECK(!(lo && hi) || *lo <= *hi, name, ": expected lo <= hi, got ", *lo, " > ", *hi);
+  Tensor y;
+  if (lo) y = binary_forward(BinaryOp::maximum, name, x, scalar_like(*lo, x));
+  if (hi) y = binary_forward(BinaryOp::minimum, name, y.defined() ? y : x, scalar_like(*hi, x));
+  if (!y.defined()) {
+    autograd::NoGradGuard no_grad;
+    y = x.clone();
+  }
+  if (needs_grad(x)) {
+    record(name, {x}, y, [name, sx = save(x), lo, hi](const Tensor& g) -> TensorList {
+      const Tensor& xv = sx.get(name);
+      const Tensor zero = scalar_like(0.0, g);
+      Tensor gx = g;
+      if (lo) gx = where(ge(xv, *lo), gx, zero);
+      if (hi) gx = where(le(xv, *hi), gx, zero);
+      return {gx};
     });
   }
   return y;
@@ -217,30 +257,29 @@ Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor pow(const Tensor& a, double exponent) { return pow(a, scalar_like(exponent, a)); }
-Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(b, a)); }
-Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
+// Note [Scalar pow]: PyTorch computes x ** 0.5 with sqrt and x ** -0.5 with rsqrt (its
+// pow_tensor_scalar_kernel), which differ from std::pow at -inf (sqrt(-inf) = NaN, pow(-inf, 0.5)
+// = inf) and -0; ember does the same, in the forward and in the gradient, whose x ** (s - 1) is
+// again a scalar pow (so x ** 1.5 has gradient NaN at -inf, as in PyTorch). Its other special
+// cases (2, 3, -1, -2) agree with std::pow on every non-finite input.
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor y;
+  if (is_floating(a.dtype()) && exponent == 0.5) y = unary_forward(UnaryOp::sqrt, "pow", a);
+  else if (is_floating(a.dtype()) && exponent == -0.5) y = unary_forward(UnaryOp::rsqrt, "pow", a);
+  else y = binary_forward(BinaryOp::pow, "pow", a, scalar_like(exponent, a));
+  if (needs_grad(a))
+    record("pow", {a}, y, [sa = save(a), exponent](const Tensor& g) -> TensorList {
+      if (exponent == 0.0) return {zeros_like(g)};  // even where g is inf or NaN (PyTorch)
+      return {mul(g, mul(pow(sa.get("pow"), exponent - 1.0), exponent))};
+    });
+  return y;
+}
+// With a scalar bound these are PyTorch's clamp_min / clamp_max (a tie passes the whole gradient).
+Tensor maximum(const Tensor& a, double b) { return clamp_op("maximum", a, b, std::nullopt); }
+Tensor minimum(const Tensor& a, double b) { return clamp_op("minimum", a, std::nullopt, b); }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  EMBER_CHECK(!(lo && hi) || *lo <= *hi, "clamp: expected lo <= hi, got ", *lo, " > ", *hi);
-  Tensor y;
-  {
-    autograd::NoGradGuard no_grad;
-    y = x;
-    if (lo) y = maximum(y, *lo);
-    if (hi) y = minimum(y, *hi);
-    if (!lo && !hi) y = x.clone();
-  }
-  if (needs_grad(x)) {
-    record("clamp", {x}, y, [sx = save(x), lo, hi](const Tensor& g) -> TensorList {
-      const Tensor& xv = sx.get("clamp");
-      Tensor keep = ones_like(xv);
-      if (lo) keep = mul(keep, ge(xv, *lo).to(xv.dtype()));
-      if (hi) keep = mul(keep, le(xv, *hi).to(xv.dtype()));
-      return {mul(g, keep)};
-    });
-  }
-  return y;
+  return clamp_op("clamp", x, lo, hi);
 }
 
 // ---- comparisons ---------------------------------------------------------------------------------

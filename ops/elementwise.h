@@ -35,16 +35,17 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly
+// NaN propagates; ties split the gradient evenly, a NaN operand passes it to both (as PyTorch).
+Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
 Tensor pow(const Tensor& a, double exponent);
-Tensor maximum(const Tensor& a, double b);
-Tensor minimum(const Tensor& a, double b);
-// Limits x to [lo, hi] (either side optional); gradient passes where lo <= x <= hi.
+Tensor maximum(const Tensor& a, double b);  // clamp(a, b, nullopt): PyTorch's clamp_min
+Tensor minimum(const Tensor& a, double b);  // clamp(a, nullopt, b): PyTorch's clamp_max
+// Limits x to [lo, hi] (either side optional); gradient passes where lo <= x <= hi (not at NaN).
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 
 // ---- comparisons (bool results, not differentiable) -------------------------------------------

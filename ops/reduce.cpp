@@ -86,16 +86,48 @@ Tensor expand_back(const Tensor& g, const Shape& keep_shape, const Shape& input_
   return g.reshape(keep_shape).expand(input_shape);
 }
 
+// max, min, amax, amin and the inf-norm have no identity: an empty reduced dim is an error (as in
+// PyTorch).
+void check_not_empty(const ReducePlan& p, const char* name, const Tensor& x) {
+  if (p.count > 0) return;
+  Shape reduced;  // the reduced dims, for the message
+  for (size_t d = 0; d < p.reduced.size(); ++d)
+    if (p.reduced[d]) reduced.push_back(int64_t(d));
+  EMBER_FAIL(name, ": cannot reduce over an empty dim (the reduction has no identity): expected every reduced dim ",
+             "to be non-empty, got input shape ", shape_str(x.shape()), " reducing dims ", shape_str(reduced));
+}
+
+// amax/amin: PyTorch's scale_grad_by_count, (g / count) * mask, in that order (Note [Singular
+// gradients] in ops/elementwise.cpp): ties share the gradient; a NaN result matches no element,
+// so its whole slice gets NaN, as in PyTorch.
 Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Dims& dims, bool keepdim) {
   ReducePlan p = plan_reduce(x, dims, keepdim, name);
-  EMBER_CHECK(p.count > 0, name, ": cannot reduce over an empty dim (input shape ", shape_str(x.shape()), ")");
+  check_not_empty(p, name, x);
   Tensor y = reduce_forward(op, x, p);
   if (needs_grad(x)) {
     record(name, {x}, y, [name, sx = save(x), sy = save(y), keep = p.keep_shape](const Tensor& g) -> TensorList {
       const Tensor& xv = sx.get(name);
       Tensor mask = eq(xv, sy.get(name).reshape(keep)).to(g.dtype());
-      Tensor share = div(mask, sum_to(mask, keep));  // ties share the gradient
-      return {mul(share, expand_back(g, keep, xv.shape()))};
+      return {mul(div(g.reshape(keep), sum_to(mask, keep)), mask)};
+    });
+  }
+  return y;
+}
+
+// max(x) / min(x) over all elements: PyTorch's evenly_distribute_backward (its CPU form): the
+// gradient is split among the elements equal to the result, or among the NaNs when the result is
+// NaN, and every other element gets exactly 0.
+Tensor extreme_all(ReduceOp op, const char* name, const Tensor& x) {
+  ReducePlan p = plan_reduce(x, {}, false, name);
+  check_not_empty(p, name, x);
+  Tensor y = reduce_forward(op, x, p);
+  if (needs_grad(x)) {
+    record(name, {x}, y, [name, sx = save(x), sy = save(y)](const Tensor& g) -> TensorList {
+      const Tensor& xv = sx.get(name);
+      const Tensor& yv = sy.get(name);
+      const DType dt = g.dtype();
+      Tensor hits = add(eq(xv, yv).to(dt), mul(ne(xv, xv).to(dt), ne(yv, yv).to(dt)));
+      return {where(gt(hits, 0.0), div(g, sum(hits)), scalar_like(0.0, g))};
     });
   }
   return y;
@@ -131,26 +163,59 @@ Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
   return reduce_forward(ReduceOp::prod, x, p);
 }
 
-Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
-  EMBER_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", dtype_name(x.dtype()));
-  ReducePlan p = plan_reduce(x, dims, keepdim, "var");
-  const double denom = double(p.count - correction);
-  Tensor centered, y;
-  {
-    autograd::NoGradGuard no_grad;
-    centered = sub(x, mean(x, dims, true));
-    y = div(sum(square(centered), dims, keepdim), std::max(denom, 0.0));
-  }
-  if (needs_grad(x))
-    record("var", {x}, y, [c = save(centered), keep = p.keep_shape, denom](const Tensor& g) -> TensorList {
-      const Tensor& cv = c.get("var");
-      return {mul(expand_back(g, keep, cv.shape()), mul(cv, 2.0 / denom))};
-    });
-  return y;
+namespace {
+// The forward of var and what its gradient needs.
+struct VarParts {
+  Tensor y;         // the variance, in the output's shape
+  Tensor centered;  // x - mean(x, dims)
+  Shape keep;       // the output's shape with the reduced dims kept as 1
+  double dof;       // count - correction
+};
+
+VarParts var_parts(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim, const char* name) {
+  EMBER_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", dtype_name(x.dtype()));
+  ReducePlan p = plan_reduce(x, dims, keepdim, name);
+  VarParts v;
+  v.keep = p.keep_shape;
+  v.dof = double(p.count - correction);
+  autograd::NoGradGuard no_grad;
+  v.centered = sub(x, mean(x, dims, true));
+  v.y = div(sum(square(v.centered), dims, keepdim), std::max(v.dof, 0.0));
+  return v;
 }
 
+// PyTorch's var_backward: (2 / dof) * g * (x - mean).
+Tensor var_backward(const Tensor& g, const Tensor& centered, const Shape& keep, double dof) {
+  return mul(mul(expand_back(g, keep, centered.shape()), 2.0 / dof), centered);
+}
+}  // namespace
+
+Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
+  VarParts v = var_parts(x, dims, correction, keepdim, "var");
+  if (needs_grad(x))
+    record("var", {x}, v.y, [c = save(v.centered), keep = v.keep, dof = v.dof](const Tensor& g) -> TensorList {
+      return {var_backward(g, c.get("var"), keep, dof)};
+    });
+  return v.y;
+}
+
+// The gradient of a zero standard deviation (a constant slice) is 0, not g / (2 * 0) * 0 = NaN
+// (PyTorch's std_backward masks it).
 Tensor stddev(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  VarParts v = var_parts(x, dims, correction, keepdim, "stddev");
+  Tensor y;
+  {
+    autograd::NoGradGuard no_grad;
+    y = sqrt(v.y);
+  }
+  if (needs_grad(x))
+    record("stddev", {x}, y, [c = save(v.centered), sy = save(y), keep = v.keep,
+                              dof = v.dof](const Tensor& g) -> TensorList {
+      const Tensor& yv = sy.get("stddev");
+      Tensor gv = where(eq(yv, 0.0), scalar_like(0.0, g), div(g, mul(yv, 2.0)));
+      return {var_backward(gv, c.get("stddev"), keep, dof)};
+    });
+  return y;
 }
 
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
@@ -159,14 +224,20 @@ Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
 Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
   return extreme(ReduceOp::min, "amin", x, dims, keepdim);
 }
-Tensor max(const Tensor& x) { return amax(x); }
-Tensor min(const Tensor& x) { return amin(x); }
+Tensor max(const Tensor& x) { return extreme_all(ReduceOp::max, "max", x); }
+Tensor min(const Tensor& x) { return extreme_all(ReduceOp::min, "min", x); }
 
 namespace {
+// The value and first index of the extreme along `dim`; the first NaN wins, and the gradient goes
+// to the index (as PyTorch). A 0-d tensor accepts dim 0 / -1 and is its own extreme, at index 0.
 ValuesIndices extreme_along(bool is_max, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = normalize_dim(dim, x.dim(), name);
+  if (x.dim() == 0) {
+    ValuesIndices r = extreme_along(is_max, name, x.reshape({1}), 0, false);
+    return {r.values.reshape({}), r.indices.reshape({})};
+  }
   ReducePlan p = plan_reduce(x, {d}, keepdim, name);
-  EMBER_CHECK(p.count > 0, name, ": cannot reduce over an empty dim (input shape ", shape_str(x.shape()), ")");
+  check_not_empty(p, name, x);
   Tensor values = Tensor::empty({p.view.size(0), p.view.size(2)}, x.options());
   Tensor indices = Tensor::empty({p.view.size(0), p.view.size(2)}, {.dtype = DType::i64, .device = x.device()});
   arg_reduce_kernel(x.device(), is_max, p.view, values, indices);
@@ -199,12 +270,16 @@ Tensor argmax(const Tensor& x) { return argmax(x.reshape({x.numel()}), 0); }
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "logsumexp: expected a floating tensor, got ", dtype_name(x.dtype()));
   ReducePlan p = plan_reduce(x, dims, keepdim, "logsumexp");
+  // An empty input has no max to shift by; the sum of nothing is 0, whose log is -inf (PyTorch).
+  if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
   Tensor y;
   {
     autograd::NoGradGuard no_grad;
     Tensor m = amax(x, dims, true);
-    // An all -inf slice has max -inf; shift by 0 there so the result is -inf, not NaN.
-    m = where(eq(m, -std::numeric_limits<double>::infinity()), zeros_like(m), m);
+    // A slice whose max is +-inf is shifted by 0 (as PyTorch): a +inf gives +inf and an all -inf
+    // slice -inf, where shifting by the max would give inf - inf = NaN. The gradient,
+    // exp(x - y), is then NaN at x = y = +-inf, as PyTorch's.
+    m = where(eq(abs(m), std::numeric_limits<double>::infinity()), zeros_like(m), m);
     y = add(log(sum(exp(sub(x, m)), dims, true)), m).reshape(p.out_shape);
   }
   if (needs_grad(x))
@@ -216,24 +291,41 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   return y;
 }
 
+// The backward of the p-norms is PyTorch's norm_backward, branch by branch (p < 1, 1, (1, 2), 2,
+// > 2, inf; Note [Singular gradients] in ops/elementwise.cpp): a zero norm has gradient 0, and so
+// has a zero element when p < 1; the inf-norm's gradient is split among the elements whose |x| is
+// the norm, or that are NaN.
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", dtype_name(x.dtype()));
   EMBER_CHECK(p > 0, "norm: p must be positive, got ", p);
-  if (std::isinf(p)) return amax(abs(x), dims, keepdim);
   if (p == 1.0) return sum(abs(x), dims, keepdim);
-  if (p != 2.0) return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
   ReducePlan plan = plan_reduce(x, dims, keepdim, "norm");
+  if (std::isinf(p)) check_not_empty(plan, "norm (p = inf)", x);
   Tensor y;
   {
     autograd::NoGradGuard no_grad;
-    y = sqrt(sum(square(x), dims, keepdim));
+    if (std::isinf(p)) y = amax(abs(x), dims, keepdim);
+    else if (p == 2.0) y = sqrt(sum(square(x), dims, keepdim));
+    else y = pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
   }
   if (needs_grad(x))
-    record("norm", {x}, y, [sx = save(x), sy = save(y), keep = plan.keep_shape](const Tensor& g) -> TensorList {
+    record("norm", {x}, y, [sx = save(x), sy = save(y), keep = plan.keep_shape, p](const Tensor& g) -> TensorList {
       const Tensor& xv = sx.get("norm");
       Tensor yk = sy.get("norm").reshape(keep);
-      Tensor scale = where(eq(yk, 0.0), zeros_like(yk), div(g.reshape(keep), yk));
-      return {mul(xv, scale)};
+      Tensor gk = g.reshape(keep);
+      const Tensor zero = scalar_like(0.0, g);
+      if (std::isinf(p)) {
+        Tensor ax = abs(xv);
+        Tensor mask = add(eq(ax, yk).to(g.dtype()), ne(ax, ax).to(g.dtype()));
+        return {mul(sign(xv), mul(div(gk, sum_to(mask, keep)), mask))};
+      }
+      if (p == 2.0) return {mul(gk, where(eq(yk, 0.0), zero, div(xv, yk)))};
+      if (p < 1.0) {  // |x|^(p - 1) is inf at x = 0, where the gradient is 0
+        Tensor scaled = mul(sign(xv), where(eq(xv, 0.0), zero, pow(abs(xv), p - 1.0)));
+        return {mul(mul(scaled, gk), pow(yk, 1.0 - p))};
+      }
+      Tensor scaled = p < 2.0 ? mul(sign(xv), pow(abs(xv), p - 1.0)) : mul(xv, pow(abs(xv), p - 2.0));
+      return {mul(scaled, where(eq(yk, 0.0), zero, div(gk, pow(yk, p - 1.0))))};
     });
   return y;
 }

@@ -78,3 +78,38 @@ TEST_CASE("cuda: max/min along a dim: values and first indices, ties and NaN as 
   Tensor flat = randint(0, 100, {41}, {.dtype = DType::i64}, &gen);
   check_equal<int64_t>(argmax(on_cuda(flat)), argmax(flat));
 }
+
+// Issue #12: NaN and +-inf through every reduction kernel as through the CPU's: a NaN anywhere in
+// a long row (block per row), in a warp's last lane, or in a column (column kernel) makes
+// max/min NaN and wins the index; inf - inf in a sum is NaN; logsumexp of a +inf row is +inf.
+TEST_CASE("cuda: NaN and infinities propagate through the reduction kernels as on the CPU") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    Tensor x = randn({3, 1100}, {.dtype = DType::f64}, &gen);
+    x.select(0, 0).narrow(0, 1037, 1).fill_(nan);  // late in a long row
+    x.select(0, 1).narrow(0, 31, 1).fill_(nan);    // a warp's last lane
+    x.select(0, 1).narrow(0, 700, 1).fill_(nan);   // a second NaN: the first one's index wins
+    x.select(0, 2).narrow(0, 5, 1).fill_(inf);
+    x.select(0, 2).narrow(0, 900, 1).fill_(-inf);
+    x = x.to(dt);
+    Tensor flat = x.reshape({3300});
+    for (const Tensor& t : {x, x.transpose(0, 1).contiguous()}) {  // rows, then the column kernel
+      const int64_t d = t.size(0) == 3 ? 1 : 0;
+      INFO("reduce dim " << d);
+      check_matches(amax(on_cuda(t), {d}), amax(t, {d}), 0, 0);
+      check_matches(amin(on_cuda(t), {d}), amin(t, {d}), 0, 0);
+      check_matches(sum(on_cuda(t), {d}), sum(t, {d}), 1e-5, 1e-4);
+      auto [v, i] = min(on_cuda(t), d);
+      auto [cv, ci] = min(t, d);
+      check_matches(v, cv, 0, 0);
+      check_equal<int64_t>(i, ci);
+      check_matches(logsumexp(on_cuda(t), {d}), logsumexp(t, {d}), 1e-6, 1e-6);
+    }
+    CHECK(argmax(x, 1).to_vector<int64_t>() == std::vector<int64_t>{1037, 31, 5});
+    CHECK(std::isnan(sum(x, {1}).to(DType::f64).to_vector<double>()[2]));  // inf + -inf
+    CHECK(logsumexp(x, {1}).to(DType::f64).to_vector<double>()[2] == inf);
+    check_matches(max(on_cuda(flat)), max(flat), 0, 0);                // one block per row
+    check_equal<int64_t>(argmax(on_cuda(flat)), argmax(flat));
+  }
+}

@@ -359,8 +359,67 @@ NN_CASES = [
 ]
 
 
+# ---- non-finite and singular points (issue #12): fixed inputs holding inf, NaN, zeros, ties and
+# constant slices, where the values and gradients must be PyTorch's exactly (NaN where it gives
+# NaN). The C++ table flags them kSingular: no gradcheck there. A domain may be a list of values
+# (row-major); UPSTREAM gives a case fixed weights w (the upstream gradient) instead of drawn ones.
+NAN = math.nan
+ROWS_NONFINITE = [INF, 1.0, 2.0, -INF, -INF, -INF, INF, -INF, 0.0, NAN, 1.0, 2.0, 1.0, -INF, 3.0]  # (5, 3)
+ROWS_NAN_TIES = [1.0, NAN, 3.0, NAN, 2.0, 2.0, 1.0, 0.0, -INF, -INF, -INF, -INF]  # (3, 4)
+NORM_ROWS = [0.0, 0.0, 0.0, 1.0, -2.0, 2.0, NAN, 1.0, 0.0, INF, 1.0, -1.0]  # (4, 3)
+SINGULAR_CASES = [
+    ("logsumexp_nonfinite", [((5, 3), ROWS_NONFINITE)], lambda x: torch.logsumexp(x, 1)),
+    ("logsumexp_nonfinite_dim0", [((3, 5), ROWS_NONFINITE)], lambda x: torch.logsumexp(x, 0)),
+    ("stddev_constant", [((3, 4), [2.0] * 4 + [1.0, 2.0, 3.0, 4.0] + [-1.0] * 4)], lambda x: x.std(1)),
+    ("stddev_constant_all", [((2, 3), [1.5] * 6)], lambda x: x.std()),
+    ("var_nonfinite", [((2, 3), [1.0, NAN, 3.0, INF, 2.0, 1.0])], lambda x: x.var(1)),
+    ("pow_singular", [((8,), [0.0, 0.0, 0.0, 0.0, 2.0, -1.0, 0.0, -2.0]), ((8,), [0.0, 1.0, -1.0, 0.5, 0.0, 0.5, 2.0, 3.0])],
+     torch.pow),
+    ("pow_scalar_zero", [((4,), [0.0, 1.0, -2.0, INF])], lambda x: x ** 0.0),
+    ("pow_half_zero", [((5,), [0.0, 1.0, 4.0, -1.0, -INF])], lambda x: x ** 0.5),
+    ("pow_scalar_nonfinite", [((6,), [-INF, INF, -0.0, 0.0, NAN, -1.0])], lambda x: x ** 1.5),
+    ("pow_rsqrt_nonfinite", [((6,), [-INF, INF, -0.0, 0.0, NAN, 4.0])], lambda x: x ** -0.5),
+    ("sqrt_zero", [((4,), [0.0, 1.0, 4.0, -1.0])], torch.sqrt),
+    ("rsqrt_zero", [((4,), [0.0, 1.0, 4.0, -1.0])], torch.rsqrt),
+    ("log_zero", [((4,), [0.0, 1.0, -1.0, INF])], torch.log),
+    ("div_zero", [((5,), [0.0, 1.0, -1.0, 0.0, INF]), ((5,), [0.0, 0.0, 0.0, INF, INF])], torch.div),
+    ("norm1_singular", [((4, 3), NORM_ROWS)], norm(1, dim=1)),
+    ("norm2_singular", [((4, 3), NORM_ROWS)], norm(2, dim=1)),
+    ("norm3_singular", [((4, 3), NORM_ROWS)], norm(3, dim=1)),
+    ("norminf_singular", [((4, 3), NORM_ROWS)], norm(INF, dim=1)),
+    ("norm_p05_singular", [((4, 3), NORM_ROWS)], norm(0.5, dim=1)),
+    ("norm_p15_singular", [((4, 3), NORM_ROWS)], norm(1.5, dim=1)),
+    ("var_negative_dof", [((2, 2), [1.0, 2.0, 3.0, 3.0])], lambda x: x.var(1, correction=3)),
+    ("stddev_zero_dof", [((2, 2), [1.0, 2.0, 3.0, 3.0])], lambda x: x.std(1, correction=2)),
+    ("sum_nonfinite", [((5, 3), ROWS_NONFINITE)], lambda x: x.sum(1)),
+    ("amax_nan", [((3, 4), ROWS_NAN_TIES)], lambda x: x.amax(1)),
+    ("amin_nan_dim0", [((4, 3), ROWS_NAN_TIES)], lambda x: x.amin(0)),
+    ("amax_infgrad", [((3, 4), ROWS_NAN_TIES)], lambda x: x.amax(1)),
+    ("max_dim_nan", [((3, 4), ROWS_NAN_TIES)], lambda x: torch.max(x, 1).values),
+    ("min_dim_nan_keep", [((4, 3), ROWS_NAN_TIES)], lambda x: torch.min(x, 0, keepdim=True).values),
+    ("max_all_nan", [((3, 4), ROWS_NAN_TIES)], lambda x: x.max()),
+    ("min_all_ties", [((2, 3), [1.0, -2.0, 3.0, -2.0, 0.0, -2.0])], lambda x: x.min()),
+    ("maximum_nan", [((6,), [NAN, 1.0, NAN, 2.0, 2.0, -INF]), ((6,), [1.0, NAN, NAN, 2.0, 1.0, -INF])], torch.maximum),
+    ("minimum_nan_bcast", [((2, 3), [NAN, 1.0, 2.0, 0.0, NAN, -1.0]), ((3,), [1.0, NAN, 2.0])], torch.minimum),
+    ("maximum_infgrad", [((5,), [0.0, 1.0, 2.0, 2.0, NAN]), ((5,), [1.0, 0.0, 2.0, 1.0, 0.0])], torch.maximum),
+    ("clamp_nan", [((8,), [NAN, 0.0, 2.0, -1.0, 1.0, -0.5, INF, -INF])], lambda x: torch.clamp(x, -0.5, 1.0)),
+    ("maximum_scalar_nan", [((5,), [NAN, 0.25, 2.0, -1.0, INF])], lambda x: torch.clamp_min(x, 0.25)),
+    ("minimum_scalar_nan", [((5,), [NAN, 0.25, 2.0, -1.0, -INF])], lambda x: torch.clamp_max(x, 0.25)),
+]
+UPSTREAM = {
+    "amax_infgrad": [INF, NAN, -INF],
+    "maximum_infgrad": [INF, -INF, INF, NAN, INF],
+    "clamp_nan": [INF, 0.5, INF, NAN, -INF, INF, 1.0, -1.0],
+    "maximum_scalar_nan": [INF, -INF, NAN, INF, 1.0],
+    "stddev_constant": [INF, 1.0, NAN],
+}
+
+
 def draw(rng, shape, domain):
     n = int(np.prod(shape))
+    if isinstance(domain, list):
+        assert len(domain) == n, (shape, domain)
+        return np.array(domain, dtype=np.float32).reshape(shape)
     if domain == "p":
         values = rng.uniform(0.5, 2.0, n)
     else:
@@ -376,12 +435,15 @@ def draw(rng, shape, domain):
 
 def main():
     tensors = {}
-    for (name, specs, op, *extras), dtype in [(c, torch.float32) for c in CASES] + [(c, torch.float64) for c in NN_CASES]:
+    cases = [(c, torch.float32) for c in CASES + SINGULAR_CASES] + [(c, torch.float64) for c in NN_CASES]
+    for (name, specs, op, *extras), dtype in cases:
         assert "/" not in name and name not in {n.split("/")[0] for n in tensors}, name
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         inputs = [torch.tensor(draw(rng, shape, domain), dtype=dtype, requires_grad=True) for shape, domain in specs]
         out = op(*inputs)
         w = torch.tensor(rng.uniform(-1.0, 1.0, tuple(out.shape)).astype(np.float32), dtype=dtype)
+        if name in UPSTREAM:
+            w = torch.tensor(UPSTREAM[name], dtype=dtype).reshape(out.shape)
         (out * w).sum().backward()
         for i, x in enumerate(inputs):
             tensors[f"{name}/in{i}"] = x.detach().numpy()
@@ -406,7 +468,7 @@ def main():
         f.write(text)
         for chunk in chunks:
             f.write(chunk)
-    print(f"wrote {path}: {len(CASES) + len(NN_CASES)} cases, {8 + len(text) + offset} bytes")
+    print(f"wrote {path}: {len(cases)} cases, {8 + len(text) + offset} bytes")
 
 
 if __name__ == "__main__":

@@ -181,3 +181,29 @@ TEST_CASE("errors: one_hot refuses negative classes instead of wrapping them", "
   REQUIRE_THROWS_WITH(one_hot(tensor<int64_t>({3}), 3), Contains("out of range"));
   CHECK(one_hot(tensor<int64_t>({2}), 3).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1});
 }
+
+// Issue #12: max, min, amax, amin, arg-reductions and the inf-norm have no identity, so an empty
+// reduced dim is an error (as in PyTorch) that names the op, what it expected and what it got.
+TEST_CASE("errors: reductions without an identity refuse an empty dim, naming the op", "[ops][errors]") {
+  Tensor e = zeros({2, 0});
+  REQUIRE_THROWS_MATCHES(amax(e, {1}), Error,
+                         Catch::Matchers::Message("amax: cannot reduce over an empty dim (the reduction has no "
+                                                  "identity): expected every reduced dim to be non-empty, got input "
+                                                  "shape (2, 0) reducing dims (1,)"));
+  REQUIRE_THROWS_WITH(amin(zeros({0, 3, 2}), {0, 2}), Contains("amin: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(amin(zeros({0, 3, 2}), {0, 2}), Contains("got input shape (0, 3, 2) reducing dims (0, 2)"));
+  REQUIRE_THROWS_WITH(max(e, 1), Contains("max: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(min(e, -1, true), Contains("min: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(max(e), Contains("max: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(min(e), Contains("min: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(argmax(e, 1), Contains("argmax: cannot reduce over an empty dim"));
+  REQUIRE_THROWS_WITH(norm(e, std::numeric_limits<double>::infinity(), {1}),
+                      Contains("norm (p = inf): cannot reduce over an empty dim"));
+  // A 0-d tensor takes dim 0 / -1 in max(x, dim) (see "values: reductions of empty and 0-d
+  // tensors"); any other dim names the op and the valid range.
+  REQUIRE_THROWS_WITH(max(full({}, 3.0), 1),
+                      "max: dim 1 is out of range for a tensor of rank 0 (expected a dim in [-1, 0])");
+  REQUIRE_THROWS_WITH(min(full({}, 3.0), -2), Contains("min: dim -2 is out of range for a tensor of rank 0"));
+  REQUIRE_THROWS_WITH(logsumexp(full({}, 3.0), {1}), Contains("logsumexp: dim 1 is out of range"));
+  REQUIRE_THROWS_WITH(stddev(ones({3}, {.dtype = DType::i64})), "stddev: expected a floating tensor, got i64");
+}

@@ -126,3 +126,38 @@ TEST_CASE("values: large tensors take the parallel paths and agree with serial s
   Tensor big = randn({300, 200});
   test::check_close(matmul(big, big.t()).select(0, 17).select(0, 17), sum(square(big.select(0, 17))), 1e-4, 1e-3);
 }
+
+// Issue #12: what PyTorch 1.13 returns for empty reductions and for reductions of a 0-d tensor.
+TEST_CASE("values: reductions of empty and 0-d tensors follow PyTorch", "[ops][values]") {
+  Tensor e = zeros({2, 0}, {.dtype = DType::f64}).requires_grad_();
+  CHECK(sum(e, {1}).to_vector<double>() == std::vector<double>{0, 0});
+  CHECK(std::isnan(mean(e, {1}).to_vector<double>()[0]));
+  CHECK(std::isnan(var(e, {1}).to_vector<double>()[1]));
+  Tensor lse = logsumexp(e, {1});  // log of an empty sum: -inf, as PyTorch
+  CHECK(lse.to_vector<double>() == std::vector<double>{-kInf, -kInf});
+  sum(lse).backward();
+  CHECK(e.grad().shape() == Shape{2, 0});
+  CHECK(logsumexp(zeros({0, 3}), {1}).shape() == Shape{0});
+
+  Tensor s = full({}, 3.0, {.dtype = DType::f64}).requires_grad_();
+  auto [values, indices] = max(s, 0);  // a 0-d tensor is its own max, at index 0
+  CHECK(values.dim() == 0);
+  CHECK(values.item() == 3.0);
+  CHECK(indices.dim() == 0);
+  CHECK(indices.item() == 0.0);
+  mul(values, 2.0).backward();
+  CHECK(s.grad().item() == 2.0);
+  CHECK(min(s, -1, true).values.dim() == 0);
+  CHECK(argmax(s, 0).item() == 0.0);
+}
+
+// Issue #12: a gradient that reaches a singular point through several ops stays finite where
+// PyTorch's does (the op table checks each op alone against PyTorch's fixtures).
+TEST_CASE("values: gradients at singular points are 0 where PyTorch's are", "[ops][values]") {
+  Tensor x = zeros({2, 3}, {.dtype = DType::f64}).requires_grad_();  // constant rows, zero norms, 0^0
+  sum(add(add(stddev(x, {1}), norm(x, 3.0, {1})), sum(pow(x, 0.0), {1}))).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0, 0});
+  Tensor m = tensor<double>({NAN, 1.0}).requires_grad_();
+  sum(mul(clamp(m, 0.0, 2.0), tensor<double>({kInf, kInf}))).backward();
+  CHECK(m.grad().to_vector<double>() == std::vector<double>{0, kInf});
+}
