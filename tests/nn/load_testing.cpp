@@ -45,4 +45,28 @@ std::vector<SyntheticBatch> synthetic_batches(int count, const Shape& input_shap
   return batches;
 }
 
+std::vector<SyntheticBatch> to_device(const std::vector<SyntheticBatch>& batches, Device device) {
+  std::vector<SyntheticBatch> out;
+  for (const SyntheticBatch& b : batches) out.push_back({b.x.to(device), b.y.to(device)});
+  return out;
+}
+
+std::shared_ptr<Sequential> tiny_cnn(int64_t classes, Generator* gen) {
+  auto net = std::make_shared<Sequential>();
+  net->push_back(std::make_shared<Conv2d>(Conv2dOptions{.in = 1, .out = 4, .kernel = 3, .padding = 1}, gen));
+  net->push_back(std::make_shared<ReLU>());
+  net->push_back(std::make_shared<MaxPool2d>(2));
+  net->push_back(std::make_shared<Flatten>());
+  net->push_back(std::make_shared<Linear>(64, classes, true, gen));
+  return net;
+}
+
+Tensor train_step(Module& model, Optimizer& optimizer, const SyntheticBatch& batch) {
+  optimizer.zero_grad();
+  Tensor loss = cross_entropy(model(batch.x), batch.y);
+  loss.backward();
+  optimizer.step();
+  return loss.detach();
+}
+
 }  // namespace ember::test

@@ -32,5 +32,14 @@ struct SyntheticBatch {
   Tensor x, y;
 };
 std::vector<SyntheticBatch> synthetic_batches(int count, const Shape& input_shape, int64_t classes, uint64_t seed);
+// The same batches on `device`.
+std::vector<SyntheticBatch> to_device(const std::vector<SyntheticBatch>& batches, Device device);
+
+// (N, 1, 8, 8) -> (N, classes): conv 1->4 3x3 pad 1, ReLU, max-pool 2, flatten (64), fc 64->classes.
+std::shared_ptr<Sequential> tiny_cnn(int64_t classes, Generator* gen);
+
+// One training step as the apps run it: zero_grad, cross-entropy of model(batch.x) against
+// batch.y, backward, optimizer step. Returns the loss (0-d, on the model's device).
+Tensor train_step(Module& model, Optimizer& optimizer, const SyntheticBatch& batch);
 
 }  // namespace ember::test
