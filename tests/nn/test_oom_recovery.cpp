@@ -183,7 +183,7 @@ void check_every_allocation_can_fail(Device device, Opt opt, int64_t granularity
 
 }  // namespace
 
-TEST_CASE("OOM recovery (cpu): a big batch hits the memory limit mid-training; drop it and training goes on unchanged") {
+TEST_CASE("OOM recovery (cpu): a big batch hits the memory limit mid-training, and after dropping it training goes on unchanged") {
   check_big_batch_recovery(Device::cpu());
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("OOM recovery (cpu): OutOfMemory from any allocation of a step leaves 
   SECTION("SGD with momentum") { check_every_allocation_can_fail(Device::cpu(), Opt::sgd, /*granularity=*/512); }
 }
 
-TEST_CASE("OOM recovery (cuda): a big batch hits the device allocator's limit; training goes on unchanged") {
+TEST_CASE("OOM recovery (cuda): a big batch hits the device allocator's limit, and training goes on unchanged") {
   if (!cuda::is_available()) EMBER_SKIP("no cuda device in this build or process");
   check_big_batch_recovery(Device::cuda());
 }

@@ -117,7 +117,7 @@ TEST_CASE("training soak: the cuda device's allocator stays flat too (a shorter 
   model->to(Device::cuda());
   SGD optimizer(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   const auto batches = test::to_device(test::synthetic_batches(8, {32, 32}, 4, /*seed=*/6), Device::cuda());
-  const SoakResult r = soak(*model, optimizer, batches, 40, /*warm_up=*/16, Device::cuda());
+  const SoakResult r = soak(*model, optimizer, batches, 24, /*warm_up=*/8, Device::cuda());
   report(r);
   CHECK(r.at_end == r.after_warm_up);
   CHECK(r.at_end.raw_allocations > 0);
