@@ -62,9 +62,9 @@ DataPtr PassThroughAllocator::allocate(size_t bytes, StreamId) {
     const AllocatorStats& s = state_->stats;
     if (state_->limit != 0 && uint64_t(s.allocated_bytes) + bytes > state_->limit) {
       ++state_->stats.ooms;
-      throw OutOfMemory(detail::concat("allocator: memory limit of ", state_->limit, " bytes on ", raw_->device(),
-                                       " reached: tried to allocate ", bytes, " bytes with ", s.allocated_bytes,
-                                       " allocated"),
+      throw OutOfMemory(detail::concat("allocator: memory limit of ", format_bytes(state_->limit), " on ",
+                                       raw_->device(), " reached: tried to allocate ", format_bytes(bytes),
+                                       " with ", format_usage(s)),
                         __FILE__, __LINE__);
     }
   }
@@ -73,9 +73,10 @@ DataPtr PassThroughAllocator::allocate(size_t bytes, StreamId) {
   AllocatorStats& s = state_->stats;
   if (!ptr) {
     ++s.ooms;
+    const size_t total = raw_->total_bytes();
     throw OutOfMemory(detail::concat("allocator: out of memory on ", raw_->device(), ": tried to allocate ",
-                                     bytes, " bytes with ", s.allocated_bytes, " allocated, ",
-                                     s.reserved_bytes, " reserved, device total ", raw_->total_bytes()),
+                                     format_bytes(bytes), "; ", format_usage(s), ", device total ",
+                                     total ? format_bytes(total) : "unknown"),
                       __FILE__, __LINE__);
   }
   state_->sizes.emplace(ptr, bytes);

@@ -231,8 +231,7 @@ struct CachingAllocator::State {
     ++stats.ooms;
     throw OutOfMemory(detail::concat("allocator: memory limit of ", format_bytes(limit), " on ", raw->device(),
                                      " reached: tried to allocate ", format_bytes(bytes), " (", format_bytes(rounded),
-                                     " rounded) with ", format_bytes(uint64_t(stats.allocated_bytes)),
-                                     " allocated, ", format_bytes(uint64_t(stats.reserved_bytes)), " reserved"),
+                                     " rounded) with ", format_usage(stats)),
                       __FILE__, __LINE__);
   }
 
@@ -240,9 +239,8 @@ struct CachingAllocator::State {
     ++stats.ooms;
     const size_t total = raw->total_bytes();
     throw OutOfMemory(detail::concat("allocator: out of memory on ", raw->device(), ": tried to allocate ",
-                                     format_bytes(bytes), "; ", format_bytes(uint64_t(stats.allocated_bytes)),
-                                     " allocated, ", format_bytes(uint64_t(stats.reserved_bytes)),
-                                     " reserved, device total ", total ? format_bytes(total) : "unknown"),
+                                     format_bytes(bytes), "; ", format_usage(stats), ", device total ",
+                                     total ? format_bytes(total) : "unknown"),
                       __FILE__, __LINE__);
   }
 };
@@ -345,6 +343,12 @@ std::string format_bytes(uint64_t bytes) {
   else if (bytes < kGiB) os << double(bytes) / double(kMiB) << " MiB";
   else os << double(bytes) / double(kGiB) << " GiB";
   return os.str();
+}
+
+std::string format_usage(const AllocatorStats& stats) {
+  const auto bytes = [](int64_t n) { return format_bytes(uint64_t(std::max<int64_t>(n, 0))); };
+  return detail::concat(bytes(stats.allocated_bytes), " allocated, ", bytes(stats.reserved_bytes), " reserved, ",
+                        bytes(stats.reserved_bytes - stats.allocated_bytes), " cached");
 }
 
 void CachingAllocator::set_memory_limit(size_t bytes) {

@@ -81,4 +81,8 @@ class CachingAllocator final : public Allocator {
 // "512 bytes", "1.50 KiB", "2.00 MiB", "24.00 GiB": sizes as allocator messages print them.
 std::string format_bytes(uint64_t bytes);
 
+// "2.00 MiB allocated, 20.00 MiB reserved, 18.00 MiB cached": the statistics every OutOfMemory
+// message ends with (cached = reserved but not allocated: what empty_cache() could give back).
+std::string format_usage(const AllocatorStats& stats);
+
 }  // namespace ember

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "autograd/graph.h"
 #include "core/error.h"
@@ -35,6 +37,9 @@ AdamW::AdamW(std::vector<ParamGroup<AdamOptions>> groups) : Adam(std::move(group
 void Adam::step() {
   const char* name = decoupled_ ? "AdamW" : "Adam";
   autograd::NoGradGuard no_grad;
+  // Note [A failed step changes nothing] (optimizer.h): everything that allocates happens in this
+  // first pass; the updates are applied only when all of it succeeded.
+  std::vector<std::function<void()>> updates;
   size_t index = 0;
   for (const auto& group : groups_) {
     const AdamOptions& o = group.options;
@@ -51,17 +56,21 @@ void Adam::step() {
       };
       const Tensor m_t = buffer("exp_avg"), v_t = buffer("exp_avg_sq");
       const Tensor vmax_t = o.amsgrad ? buffer("max_exp_avg_sq") : Tensor();
-      const int64_t step = ++st.step;
+      const int64_t step = st.step + 1;
       // Scalars as PyTorch computes them: in double, then rounded to the parameter's dtype.
       const double bias_correction1 = 1 - std::pow(o.beta1, double(step));
       const double bias_correction2_sqrt = std::sqrt(1 - std::pow(o.beta2, double(step)));
       const AdamStep rule{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps,
                           .weight_decay = o.weight_decay, .decoupled = decoupled_, .amsgrad = o.amsgrad,
                           .step_size = o.lr / bias_correction1, .bias_correction2_sqrt = bias_correction2_sqrt};
-      adam_step_kernel(param.device(), rule, param, grad, m_t, v_t, vmax_t);
-      param.bump_version();
+      updates.push_back([&st, step, rule, param, grad, m_t, v_t, vmax_t] {
+        adam_step_kernel(param.device(), rule, param, grad, m_t, v_t, vmax_t);
+        param.bump_version();
+        st.step = step;
+      });
     }
   }
+  for (const auto& update : updates) update();
 }
 
 }  // namespace ember

@@ -21,6 +21,16 @@
 // parameter, which on the MNIST benchmark's small models costs more than the backward pass.
 // The rules compute PyTorch's expressions in the same order and precision (scalars rounded to
 // the parameter's dtype first), so results agree with torch.optim to within rounding.
+//
+// Note [A failed step changes nothing]: step() can fail half-way: the allocator's memory limit
+// (or the device) runs out while the first step creates the optimizer's buffers or makes a
+// gradient contiguous. Had it updated parameters as it went, the parameters before the failing
+// one would have taken the step and the rest not, and the model would be silently corrupt for a
+// program that catches OutOfMemory and goes on. So step() does everything that allocates or
+// checks first, and applies the updates (kernels that allocate nothing) only after all of that
+// succeeded: a step that throws leaves every parameter, step count and buffer value as it was
+// (a buffer created for a parameter that was never updated is zeros or is overwritten by the
+// parameter's first update). tests/nn/test_oom_recovery.cpp checks it.
 #pragma once
 
 #include <map>

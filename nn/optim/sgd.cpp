@@ -1,5 +1,8 @@
 #include "nn/optim/sgd.h"
 
+#include <functional>
+#include <vector>
+
 #include "autograd/graph.h"
 #include "core/error.h"
 #include "ops/kernels.h"
@@ -27,6 +30,9 @@ SGD::SGD(std::vector<ParamGroup<SgdOptions>> groups) : OptimizerWithOptions(std:
 
 void SGD::step() {
   autograd::NoGradGuard no_grad;
+  // Note [A failed step changes nothing] (optimizer.h): everything that allocates happens in this
+  // first pass; the updates are applied only when all of it succeeded.
+  std::vector<std::function<void()>> updates;
   size_t index = 0;
   for (const auto& group : groups_) {
     const SgdOptions& o = group.options;
@@ -36,19 +42,26 @@ void SGD::step() {
       if (!grad_t.defined()) continue;
       const Tensor grad = grad_t.contiguous();
       check_fusable("SGD", param, grad);
-      const bool first = st.step == 0 || !st.buffers.count("momentum_buffer");
       Tensor buf;
+      bool first = false;
       if (o.momentum != 0) {
-        if (first) st.buffers["momentum_buffer"] = empty(param.shape(), param.options());
-        buf = st.buffers["momentum_buffer"];
+        // A buffer made here but left unused by a failed step is simply made again: the step
+        // count is still 0.
+        Tensor& slot = st.buffers["momentum_buffer"];
+        first = st.step == 0 || !slot.defined();
+        if (!slot.defined()) slot = empty(param.shape(), param.options());
+        buf = slot;
       }
-      ++st.step;
       const SgdStep rule{.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening,
                          .weight_decay = o.weight_decay, .nesterov = o.nesterov, .first = first};
-      sgd_step_kernel(param.device(), rule, param, grad, buf);
-      param.bump_version();
+      updates.push_back([&st, rule, param, grad, buf] {
+        sgd_step_kernel(param.device(), rule, param, grad, buf);
+        param.bump_version();
+        ++st.step;
+      });
     }
   }
+  for (const auto& update : updates) update();
 }
 
 }  // namespace ember

@@ -24,7 +24,8 @@ TEST_CASE("pass-through allocator: a memory limit refuses what would pass it") {
   PassThroughAllocator a(std::make_unique<CpuRawAllocator>());
   a.set_memory_limit(1500);
   DataPtr p = a.allocate(1000);
-  CHECK_THROWS_WITH(a.allocate(501), Catch::Contains("memory limit of 1500 bytes on cpu reached"));
+  CHECK_THROWS_WITH(a.allocate(501), Catch::Equals("allocator: memory limit of 1.46 KiB on cpu reached: tried to allocate 501 bytes "
+                                                  "with 1000 bytes allocated, 1000 bytes reserved, 0 bytes cached"));
   CHECK(a.stats().ooms == 1);
   p = DataPtr();
   CHECK(a.allocate(1500));

@@ -249,7 +249,7 @@ TEST_CASE("caching allocator: out of memory throws with the request and the stat
   } catch (const OutOfMemory& e) {
     CHECK(std::string(e.what()) ==
           "allocator: out of memory on cpu: tried to allocate 1.50 GiB; 1.00 MiB allocated, "
-          "2.00 MiB reserved, device total 24.00 GiB");
+          "2.00 MiB reserved, 1.00 MiB cached, device total 24.00 GiB");
   }
   AllocatorStats s = f.alloc.stats();
   CHECK(s.ooms == 1);
@@ -279,7 +279,7 @@ TEST_CASE("caching allocator: a memory limit refuses what would pass it, and fre
   } catch (const OutOfMemory& e) {
     CHECK(std::string(e.what()) ==
           "allocator: memory limit of 3.00 MiB on cpu reached: tried to allocate 1.00 MiB (1.00 MiB rounded) "
-          "with 2.00 MiB allocated, 20.00 MiB reserved");
+          "with 2.00 MiB allocated, 20.00 MiB reserved, 18.00 MiB cached");
   }
   CHECK(f.raw->allocate_calls == raw_calls);  // refused before any raw call
   CHECK(f.alloc.stats().ooms == 1);
