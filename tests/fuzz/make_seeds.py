@@ -118,3 +118,21 @@ put("gzip", "bad_truncated_stream.idx.gz", gz(images)[:-12])
 put("gzip", "bad_crc.idx.gz", gz(images)[:-8] + b"\0\0\0\0" + gz(images)[-4:])
 put("gzip", "bad_trailing_garbage.idx.gz", gz(labels) + b"garbage")
 put("gzip", "bad_liar_header.idx.gz", gz(idx([1 << 20, 1 << 20], [3] * 64)))
+
+
+# ---- checkpoint metadata: lines progress, rng, config[, format] (fuzz_checkpoint.cpp) ----------
+CHECKPOINT_SEEDS = {
+    "valid_full": ['{"epoch":3,"step":1406,"counters":{"loader.batch":12,"loader.epoch":3}}',
+                   '{"default":{"seed":"42","offset":"1234"},"loader":{"seed":"18446744073709551615","offset":"0"}}',
+                   '{"model":"mnist_mlp","lr":0.05,"epochs":[1,2]}'],
+    "valid_empty_maps": ['{"epoch":0,"step":0,"counters":{}}', "{}", "{}", "ember.training_checkpoint.v1"],
+    "bad_negative_epoch": ['{"epoch":-1,"step":0,"counters":{}}', "{}", "{}"],
+    "bad_seed_as_integer": ['{"epoch":1,"step":1,"counters":{}}', '{"default":{"seed":1,"offset":"0"}}', "{}"],
+    "bad_seed_overflow": ['{"epoch":1,"step":1,"counters":{}}', '{"default":{"seed":"18446744073709551616","offset":"0"}}', "{}"],
+    "bad_counters_array": ['{"epoch":1,"step":1,"counters":[]}', "{}", "{}"],
+    "bad_config_not_json": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{not json"],
+    "bad_format": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{}", "ember.training_checkpoint.v0"],
+    "bad_missing_rng": ['{"epoch":1,"step":1,"counters":{}}'],
+}
+for name, lines in CHECKPOINT_SEEDS.items():
+    put("checkpoint", name + ".txt", "\n".join(lines))
