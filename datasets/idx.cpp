@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "core/error.h"
 
@@ -37,26 +38,81 @@ std::string hex_byte(uint8_t b) {
   return buf;
 }
 
-struct GzCloser { void operator()(gzFile f) const { gzclose(f); } };
+bool is_gzip(std::span<const uint8_t> file) { return file.size() >= 2 && file[0] == 0x1f && file[1] == 0x8b; }
 
-// Reads up to `n` more bytes onto the end of `bytes`, growing it as data arrives (never by
-// more than a chunk beyond what was read); stops early at the end of the stream.
-void read_up_to(gzFile gz, std::vector<uint8_t>& bytes, uint64_t n, const std::string& path) {
-  constexpr uint64_t kChunk = 1 << 20;
-  while (n > 0) {
-    const auto want = static_cast<unsigned>(std::min(n, kChunk));
-    const size_t old_size = bytes.size();
-    bytes.resize(old_size + want);
-    const int got = gzread(gz, bytes.data() + old_size, want);
-    if (got < 0) {
-      int code = 0;
-      EMBER_FAIL("read_idx '", path, "': corrupt gzip data: ", gzerror(gz, &code));
-    }
-    bytes.resize(old_size + static_cast<size_t>(got));
-    if (static_cast<unsigned>(got) < want) return;
-    n -= want;
+// Inflates a gzip file held in memory a piece at a time (zlib's inflate with the gzip
+// wrapper, which checks each member's CRC and length at its end). Members that follow one
+// another read as one stream, as with gzip -d; bytes after the last member that do not start
+// another one are corrupt data, not ignored.
+class GzipReader {
+ public:
+  GzipReader(std::span<const uint8_t> file, const std::string& what) : unfed_(file), what_(what) {
+    EMBER_CHECK(inflateInit2(&zs_, 16 + MAX_WBITS) == Z_OK, "read_idx '", what, "': cannot start zlib's inflate");
   }
-}
+  ~GzipReader() { inflateEnd(&zs_); }
+  GzipReader(const GzipReader&) = delete;
+  GzipReader& operator=(const GzipReader&) = delete;
+
+  // Appends up to `n` more bytes to `out`, growing it as data arrives (never by more than a
+  // chunk beyond what was read); fewer only at the end of the data.
+  void read_up_to(std::vector<uint8_t>& out, uint64_t n) {
+    constexpr uint64_t kChunk = 1 << 20;
+    while (n > 0 && !ended_) {
+      const auto want = static_cast<uInt>(std::min(n, kChunk));
+      const size_t old_size = out.size();
+      out.resize(old_size + want);
+      zs_.next_out = out.data() + old_size;
+      zs_.avail_out = want;
+      inflate_some();
+      const uInt got = want - zs_.avail_out;
+      out.resize(old_size + got);
+      n -= got;
+    }
+  }
+
+ private:
+  z_stream zs_{};
+  std::span<const uint8_t> unfed_;  // input not yet handed to zlib (avail_in is 32-bit)
+  const std::string& what_;
+  bool ended_ = false;
+
+  // Byte i of the input zlib has not consumed yet, or -1 past its end.
+  int peek(size_t i) const {
+    if (i < zs_.avail_in) return zs_.next_in[i];
+    i -= zs_.avail_in;
+    return i < unfed_.size() ? unfed_[i] : -1;
+  }
+
+  void feed() {
+    if (zs_.avail_in > 0 || unfed_.empty()) return;
+    const size_t n = std::min<size_t>(unfed_.size(), size_t{1} << 30);
+    zs_.next_in = const_cast<Bytef*>(unfed_.data());  // zlib does not write to its input
+    zs_.avail_in = static_cast<uInt>(n);
+    unfed_ = unfed_.subspan(n);
+  }
+
+  // One call of inflate; it makes progress or throws.
+  void inflate_some() {
+    feed();
+    const int ret = inflate(&zs_, Z_NO_FLUSH);
+    if (ret == Z_OK) return;
+    if (ret == Z_STREAM_END) {
+      feed();
+      const size_t rest = zs_.avail_in + unfed_.size();
+      if (rest == 0) {
+        ended_ = true;
+        return;
+      }
+      EMBER_CHECK(peek(0) == 0x1f && peek(1) == 0x8b, "read_idx '", what_, "': corrupt gzip data: the ", rest,
+                  " bytes after the end of the gzip data do not start another gzip member");
+      EMBER_CHECK(inflateReset(&zs_) == Z_OK, "read_idx '", what_, "': cannot restart zlib's inflate");
+      return;
+    }
+    // Z_BUF_ERROR with room to write: the input ran out inside a member.
+    if (ret == Z_BUF_ERROR) EMBER_FAIL("read_idx '", what_, "': corrupt or truncated gzip data: unexpected end of file");
+    EMBER_FAIL("read_idx '", what_, "': corrupt gzip data: ", zs_.msg ? zs_.msg : zError(ret));
+  }
+};
 
 // Header plus data size the IDX header at the start of `bytes` promises; nullopt when the
 // header is incomplete or its product overflows (parse_idx then reports it).
@@ -80,29 +136,36 @@ std::optional<uint64_t> promised_size(const std::vector<uint8_t>& bytes) {
 // at most 1032:1), so a lying header fails before any large allocation.
 constexpr uint64_t kMaxDeflateRatio = 1032;
 
-// The file's bytes, inflated when it is gzip (zlib's gzread passes other files through).
-std::vector<uint8_t> read_possibly_gzipped(const std::string& path) {
+// The IDX image in a file's bytes: inflated when they are gzip (recognised by the magic
+// bytes, not the name), else the bytes themselves.
+std::vector<uint8_t> idx_image(std::vector<uint8_t> file, const std::string& what) {
+  if (!is_gzip(file)) return file;
+  GzipReader gz(file, what);
+  std::vector<uint8_t> bytes;
+  gz.read_up_to(bytes, 4);
+  if (bytes.size() == 4) gz.read_up_to(bytes, 4 * uint64_t{bytes[3]});
+  if (const std::optional<uint64_t> total = promised_size(bytes)) {
+    const uint64_t most = kMaxDeflateRatio * uint64_t{file.size()} + 64;
+    EMBER_CHECK(*total <= most, "read_idx '", what, "': the header promises ", *total, " bytes, but a file of ",
+                file.size(), " bytes inflates to at most ", most);
+    gz.read_up_to(bytes, *total - bytes.size() + 1);
+    EMBER_CHECK(bytes.size() <= *total, "read_idx '", what, "': the data inflates beyond the ", *total,
+                " bytes its header promises (trailing data)");
+  }
+  return bytes;
+}
+
+struct FileCloser { void operator()(std::FILE* f) const { std::fclose(f); } };
+
+std::vector<uint8_t> read_file(const std::string& path) {
   struct stat st {};
   EMBER_CHECK(::stat(path.c_str(), &st) == 0, "read_idx '", path, "': cannot open the file: ", std::strerror(errno));
   EMBER_CHECK(S_ISREG(st.st_mode), "read_idx '", path, "': expected a regular file");
-  std::unique_ptr<gzFile_s, GzCloser> gz(gzopen(path.c_str(), "rb"));
-  EMBER_CHECK(gz, "read_idx '", path, "': cannot open the file: ", std::strerror(errno));
-  gzbuffer(gz.get(), 1 << 17);
-  std::vector<uint8_t> bytes;
-  read_up_to(gz.get(), bytes, 4, path);
-  if (bytes.size() == 4) read_up_to(gz.get(), bytes, 4 * uint64_t{bytes[3]}, path);
-  if (const std::optional<uint64_t> total = promised_size(bytes)) {
-    const uint64_t most = kMaxDeflateRatio * uint64_t(st.st_size) + 64;
-    EMBER_CHECK(*total <= most, "read_idx '", path, "': the header promises ", *total, " bytes, but a file of ",
-                st.st_size, " bytes inflates to at most ", most);
-    read_up_to(gz.get(), bytes, *total - bytes.size() + 1, path);
-    EMBER_CHECK(bytes.size() <= *total, "read_idx '", path, "': the data inflates beyond the ", *total,
-                " bytes its header promises (trailing data)");
-  }
-  // A gzip stream cut short reads as a short file plus this error.
-  int code = 0;
-  const char* message = gzerror(gz.get(), &code);
-  EMBER_CHECK(code == Z_OK, "read_idx '", path, "': corrupt or truncated gzip data: ", message);
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  EMBER_CHECK(f, "read_idx '", path, "': cannot open the file: ", std::strerror(errno));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  EMBER_CHECK(std::fread(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), "read_idx '", path, "': short read (",
+              bytes.size(), " bytes wanted); was the file changed while being read?");
   return bytes;
 }
 
@@ -145,6 +208,10 @@ IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& what) {
   return array;
 }
 
-IdxArray read_idx(const std::string& path) { return parse_idx(read_possibly_gzipped(path), path); }
+IdxArray parse_idx_file(std::vector<uint8_t> file, const std::string& what) {
+  return parse_idx(idx_image(std::move(file), what), what);
+}
+
+IdxArray read_idx(const std::string& path) { return parse_idx_file(read_file(path), path); }
 
 }  // namespace ember

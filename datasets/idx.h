@@ -28,4 +28,8 @@ IdxArray read_idx(const std::string& path);
 // Parses an uncompressed IDX image held in memory; `what` names it in errors.
 IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& what);
 
+// A whole IDX file's bytes, plain or gzip (one or more members), as read_idx reads them: gzip
+// is inflated only as far as the header promises (Note [Bounded inflate] in idx.cpp).
+IdxArray parse_idx_file(std::vector<uint8_t> file, const std::string& what);
+
 }  // namespace ember

@@ -62,6 +62,14 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& checkpoi
 // errors name the file, the field and what was expected.
 TrainingCheckpoint load_checkpoint(const std::string& path);
 // A generator or counter a resume needs; one the checkpoint lacks is an Error naming the file.
+// The two halves of the __metadata__ (nn/checkpoint_metadata.cpp): the entries save_checkpoint
+// writes for `checkpoint`'s non-tensor fields (its config must be JSON); the format check, and
+// those fields read back into `checkpoint`, validated as load_checkpoint does (`path` names the
+// file in errors).
+std::map<std::string, std::string> checkpoint_metadata(const TrainingCheckpoint& checkpoint);
+void check_checkpoint_format(const std::map<std::string, std::string>& metadata, const std::string& path);
+void read_checkpoint_metadata(const std::map<std::string, std::string>& metadata, const std::string& path,
+                              TrainingCheckpoint& checkpoint);
 const RngState& checkpoint_rng(const TrainingCheckpoint& checkpoint, const std::string& name);
 int64_t checkpoint_counter(const TrainingCheckpoint& checkpoint, const std::string& name);
 

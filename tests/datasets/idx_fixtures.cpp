@@ -16,6 +16,22 @@ std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vec
   return out;
 }
 
+std::vector<uint8_t> gzip_bytes(const std::vector<uint8_t>& bytes) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("deflateInit2 failed");
+  std::vector<uint8_t> out(deflateBound(&zs, static_cast<uLong>(bytes.size())) + 32);
+  zs.next_in = const_cast<Bytef*>(bytes.data());
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int ret = deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  if (ret != Z_STREAM_END) throw std::runtime_error("deflate did not finish");
+  return out;
+}
+
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip) {
   if (gzip) {
     gzFile f = gzopen(path.c_str(), "wb");

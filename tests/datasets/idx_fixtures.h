@@ -11,6 +11,9 @@ namespace ember::test {
 // Header (magic with `type`, big-endian dims) followed by `data`.
 std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data, uint8_t type = 0x08);
 
+// `bytes` as one gzip member, in memory.
+std::vector<uint8_t> gzip_bytes(const std::vector<uint8_t>& bytes);
+
 // Writes `bytes` to `path`, gzip-compressed when `gzip` is true.
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip = false);
 

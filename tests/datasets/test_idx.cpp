@@ -115,3 +115,27 @@ TEST_CASE("idx: gzip is inflated only as far as the header promises") {
   write_bytes(dir.file("ok.gz"), idx_bytes({3, 2}, {1, 2, 3, 4, 5, 6}), true);
   CHECK(read_idx(dir.file("ok.gz")).data.size() == 6);
 }
+
+// parse_idx_file: what read_idx does with a file's bytes (and what fuzz_gzip fuzzes).
+TEST_CASE("idx: file bytes in memory: plain, gzip members in a row, and bytes after the gzip data") {
+  const std::vector<uint8_t> image = idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(parse_idx_file(image, "plain").data == std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+  CHECK(parse_idx_file(gzip_bytes(image), "gzip").data == std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+
+  // Two members (as `cat a.gz b.gz` makes) inflate to their concatenation, as with gzip -d.
+  std::vector<uint8_t> two = gzip_bytes({image.begin(), image.begin() + 5});
+  const std::vector<uint8_t> second = gzip_bytes({image.begin() + 5, image.end()});
+  two.insert(two.end(), second.begin(), second.end());
+  const IdxArray joined = parse_idx_file(two, "two members");
+  CHECK(joined.dims == std::vector<int64_t>{2, 3});
+  CHECK(joined.data == std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+
+  // Bytes after the last member that are not another member are corrupt data, not ignored.
+  std::vector<uint8_t> trailing = gzip_bytes(image);
+  trailing.push_back('x');
+  CHECK_THROWS_WITH(parse_idx_file(trailing, "trailing"), Catch::Contains("read_idx 'trailing': corrupt gzip data: the 1 bytes after the end of the gzip data do not start another gzip member"));
+  // A cut stream reports the truncation, whatever member it is in.
+  const std::vector<uint8_t> cut(two.begin(), two.end() - 3);
+  CHECK_THROWS_WITH(parse_idx_file(cut, "cut"), Catch::Contains("read_idx 'cut': corrupt or truncated gzip data"));
+  CHECK_THROWS_WITH(parse_idx_file({}, "empty"), Catch::Contains("expected at least 4 bytes (the IDX magic), got 0"));
+}
