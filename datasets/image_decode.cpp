@@ -70,9 +70,24 @@ void check_size(int64_t width, int64_t height, const std::string& what, const Im
 // fill bytes), their lengths, and after a start-of-scan the entropy-coded data up to the next
 // marker (0xFF then a byte that is neither a stuffed 0x00 nor a restart); every DHT table is
 // checked. Bytes past the end read as 0, as stb's reader returns them.
+//
+// Note [stb undefined Huffman table]: stb 2.27 also decodes a scan with a Huffman table that no
+// DHT segment defined: its tables live in an uninitialised allocation, so the decoder indexes
+// its value table with garbage (UBSan: index -95 at stb_image.h:2120; found by
+// fuzz_image_decode, corpus/image_decode/regression_jpeg_undefined_huffman_table.jpg). The walk
+// records which tables (DC/AC, ids 0-3) were defined and refuses a scan that reads one that was
+// not: a baseline scan reads its components' DC and AC tables, a progressive one its DC table
+// in a first DC scan (Ss = 0, Ah = 0), none in a DC refinement, and its AC table in an AC scan.
 void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string& what) {
   const size_t n = bytes.size();
   auto at = [&](size_t i) -> uint32_t { return i < n ? bytes[i] : 0; };
+  bool defined[2][4] = {};  // [DC = 0, AC = 1][table id]
+  bool progressive = false;
+  auto require_table = [&](uint32_t table_class, uint32_t id) {
+    if (id > 3) return;  // stb refuses ids above 3 itself
+    EMBER_CHECK(defined[table_class][id], "decode_image: ", what, ": corrupt JPEG (a scan uses ",
+                table_class == 0 ? "DC" : "AC", " Huffman table ", id, ", which no DHT segment defined before it)");
+  };
   size_t pos = 2;  // after SOI
   while (pos < n) {
     while (pos < n && bytes[pos] != 0xFF) ++pos;  // garbage between segments
@@ -87,12 +102,27 @@ void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string
       size_t table = pos + 2;
       while (left > 0) {
         uint32_t count = 0;
+        const uint32_t table_class = at(table) >> 4, id = at(table) & 15;
+        if (table_class <= 1 && id <= 3) defined[table_class][id] = true;  // stb refuses others
         for (size_t i = 0; i < 16; ++i) count += at(table + 1 + i);
         EMBER_CHECK(count <= 256, "decode_image: ", what, ": corrupt JPEG (a Huffman table with ", count,
                     " codes; at most 256 exist)");
         table += 17 + count;
         left -= int64_t(17 + count);
         if (table >= n) return;
+      }
+    }
+    if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) progressive = marker == 0xC2;
+    if (marker == 0xDA) {  // which Huffman tables the scan reads
+      const uint32_t components = at(pos + 2);
+      const size_t spectral = pos + 3 + 2 * size_t(components);
+      const uint32_t start = at(spectral), high_bit = at(spectral + 2) >> 4;
+      for (uint32_t c = 0; c < components; ++c) {
+        const uint32_t tables = at(pos + 4 + 2 * size_t(c));
+        const bool reads_dc = !progressive || (start == 0 && high_bit == 0);
+        const bool reads_ac = !progressive || start > 0;
+        if (reads_dc) require_table(0, tables >> 4);
+        if (reads_ac) require_table(1, tables & 15);
       }
     }
     pos += length;
