@@ -293,6 +293,19 @@ TEST_CASE("softmax and log_softmax under an infinite upstream gradient", "[nonfi
              {{-2.40760589, -1.40760589, -0.407605946}, {NaN, -Inf, -Inf}});
 }
 
+// Rows longer than one warp's share (the CPU's vector lanes, CUDA's block-per-row kernel):
+// x = torch.zeros(3, 2000); x[0, 1234] = nan; x[1, 1999] = inf; x[2, 7] = -inf
+// torch.softmax(x, 1): rows 0 and 1 all nan; row 2: 0 at 7, 1 / 1999 elsewhere.
+TEST_CASE("softmax over long rows: one NaN or +inf anywhere makes the row NaN", "[nonfinite]") {
+  const int64_t n = 2000;
+  Values x(3 * n, 0.0), y(3 * n, NaN);
+  x[1234] = NaN, x[n + 1999] = Inf, x[2 * n + 7] = -Inf;
+  std::fill(y.begin() + 2 * n, y.end(), 1.0 / 1999);
+  y[2 * n + 7] = 0;
+  const Op op = [](const TensorList& in) { return std::vector<Tensor>{softmax(in[0], 1)}; };
+  check_case(op, {{x, {3, n}}}, {Values(3 * n, 0.0), {3, n}}, {y, {}});
+}
+
 TEST_CASE("cross_entropy with non-finite logits and upstream gradients", "[nonfinite]") {
   SECTION("NaN, +inf and all -inf rows are NaN") {
     // l = F.cross_entropy(torch.tensor(rows), target=[1] * 7, reduction='none'); l.backward([1] * 6 + [nan])
