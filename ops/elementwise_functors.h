@@ -18,7 +18,7 @@ enum class UnaryOp : uint8_t {
 enum class BinaryOp : uint8_t {
   add, sub, mul, div, pow, maximum, minimum,
   // fused backward kernels: (grad, saved) -> grad_input
-  relu_backward,     // (g, y) -> y > 0 ? g : 0
+  relu_backward,     // (g, y) -> y <= 0 ? 0 : g
   sigmoid_backward,  // (g, y) -> g * y * (1 - y)
   tanh_backward,     // (g, y) -> g * (1 - y^2)
   gelu_backward,     // (g, x) -> g * gelu'(x)
@@ -27,6 +27,11 @@ enum class BinaryOp : uint8_t {
 
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 
+// Note [NaN through relu]: PyTorch's relu keeps NaN (relu(NaN) = NaN) and its backward is
+// threshold_backward, `y <= 0 ? 0 : g`, which passes g where y is NaN. Every relu in ember, fused
+// or not, CPU or CUDA, is therefore written as a test of `<= 0` (false for NaN), never as
+// `x > 0 ? x : 0`, which would turn a diverging run's NaN into a healthy-looking 0. Vector code
+// uses the unordered compare `not (x <= 0)` (_CMP_NLE_UQ), the same single instruction.
 namespace fn {
 using std::exp;
 using std::log;
@@ -58,7 +63,7 @@ struct UnaryFn {
     else if constexpr (op == UnaryOp::sqrt) return std::sqrt(x);
     else if constexpr (op == UnaryOp::rsqrt) return T(1) / std::sqrt(x);
     else if constexpr (op == UnaryOp::square) return x * x;
-    else if constexpr (op == UnaryOp::relu) return x > T(0) ? x : T(0);
+    else if constexpr (op == UnaryOp::relu) return x <= T(0) ? T(0) : x;  // Note [NaN through relu]
     else if constexpr (op == UnaryOp::sigmoid) return fn::sigmoid(x);
     else if constexpr (op == UnaryOp::tanh) return std::tanh(x);
     else if constexpr (op == UnaryOp::gelu) return fn::gelu(x);
@@ -78,7 +83,7 @@ struct BinaryFn {
     else if constexpr (op == BinaryOp::pow) return T(std::pow(a, b));
     else if constexpr (op == BinaryOp::maximum) return (a != a || a > b) ? a : b;  // NaN propagates
     else if constexpr (op == BinaryOp::minimum) return (a != a || a < b) ? a : b;
-    else if constexpr (op == BinaryOp::relu_backward) return b > T(0) ? a : T(0);
+    else if constexpr (op == BinaryOp::relu_backward) return b <= T(0) ? T(0) : a;  // Note [NaN through relu]
     else if constexpr (op == BinaryOp::sigmoid_backward) return a * b * (T(1) - b);
     else if constexpr (op == BinaryOp::tanh_backward) return a * (T(1) - b * b);
     else if constexpr (op == BinaryOp::gelu_backward) return a * fn::gelu_grad(b);

@@ -64,7 +64,8 @@ void tile_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
       if (read_c) x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask, row + 16 * v), x);
       if (update.row_bias) x = _mm512_add_ps(x, _mm512_set1_ps(update.row_bias[i]));
       if (update.column_bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, update.column_bias + 16 * v));
-      if (relu) x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ), x);  // x > 0 ? x : 0
+      // Not (x <= 0), unordered-true: keeps x > 0 and NaN, as PyTorch's relu does (one compare).
+      if (relu) x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_NLE_UQ), x);
       _mm512_mask_storeu_ps(row + 16 * v, mask, x);
     }
   }

@@ -63,6 +63,9 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   if (!dx.defined()) return;
   // dx = k * (g - mean_g - xhat * mean_gxhat) = g * k - x * a + b per channel, with
   // k = weight * invstd, a = k * invstd * mean_gxhat, b = k * (mean * invstd * mean_gxhat - mean_g).
+  // Note [Evaluation dx]: in evaluation the statistics are constants and dx = g * k alone. The
+  // general form would add x * 0 there, which turns a NaN or infinite x into a NaN dx where
+  // PyTorch gives g * k; so evaluation skips the x term (a uniform branch, hoisted by the compiler).
   std::vector<T> k(size_t(p.C)), a(size_t(p.C)), b(size_t(p.C));
   const double m = double(p.count());
   for (int64_t c = 0; c < p.C; ++c) {
@@ -78,7 +81,8 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
       for (int64_t c = 0; c < p.C; ++c) {
         const int64_t at = (n * p.C + c) * p.S;
         const T kc = k[size_t(c)], ac = a[size_t(c)], bc = b[size_t(c)];
-        for (int64_t s = 0; s < p.S; ++s) dxd[at + s] = g_at(at + s) * kc - xd[at + s] * ac + bc;
+        for (int64_t s = 0; s < p.S; ++s)
+          dxd[at + s] = training ? g_at(at + s) * kc - xd[at + s] * ac + bc : g_at(at + s) * kc;
       }
   });
 }

@@ -35,7 +35,7 @@ void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual,
       T* ys = yp + p * S;
       for (int64_t i = 0; i < S; ++i) {
         const T v = xs[i] * s + rs[i];
-        ys[i] = v < T(0) ? T(0) : v;  // NaN stays NaN, as in PyTorch's relu
+        ys[i] = UnaryFn<UnaryOp::relu>{}(v);  // NaN stays NaN (Note [NaN through relu])
       }
     }
   });
@@ -47,7 +47,7 @@ template <bool kDx, bool kDscale, bool kDresidual, class T>
 T backward_plane(int64_t S, T s, const T* g, const T* y, const T* x, T* dx, T* dr) {
   T lanes[kLanes] = {};
   auto step = [&](int64_t i, T& lane) {
-    const T gm = y[i] > T(0) ? g[i] : T(0);
+    const T gm = BinaryFn<BinaryOp::relu_backward>{}(g[i], y[i]);
     if constexpr (kDx) dx[i] = gm * s;
     if constexpr (kDresidual) dr[i] = gm;
     if constexpr (kDscale) lane += gm * x[i];

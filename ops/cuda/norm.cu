@@ -99,7 +99,7 @@ __global__ void backward_kernel(Planes p, Activation act, const T* __restrict__ 
   const T k = T(kc), a = T(kc * is * mgx), b = T(kc * (mu * is * mgx - mg));
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t at = p.at(c, j);
-    dx[at] = g_at(at) * k - x[at] * a + b;
+    dx[at] = training ? g_at(at) * k - x[at] * a + b : g_at(at) * k;  // Note [Evaluation dx], ops/cpu/norm.cpp
   }
 }
 

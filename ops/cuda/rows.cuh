@@ -48,6 +48,10 @@ __device__ __forceinline__ T log_of(T x) {
 // Note [Online softmax]: max and sum of exp(x - max) in one pass: a larger value rescales the
 // sum so far by exp(old max - new max). -inf values add nothing (so a row of -inf and finite
 // values needs no special case); NaN poisons the sum, as it does on the CPU.
+// Non-finite rows end as PyTorch's (and the CPU's two-pass) softmax does, where a +inf gives
+// exp(inf - inf) = NaN for the whole row: a new maximum adds exp(x - x), written x - x + 1
+// (1, or NaN when x is +inf, without a second exp); and combine drops only the identity, not
+// a part whose max is still -inf but whose sum a NaN has poisoned.
 template <class T, class Acc>
 struct OnlineMaxSum {
   T max;
@@ -55,15 +59,15 @@ struct OnlineMaxSum {
   static __device__ __forceinline__ OnlineMaxSum identity() { return {T(-INFINITY), Acc(0)}; }
   __device__ __forceinline__ void add(T x) {
     if (x > max) {
-      sum = sum * Acc(exp_of(T(max - x))) + Acc(1);
+      sum = sum * Acc(exp_of(T(max - x))) + Acc(T(x - x) + T(1));
       max = x;
     } else if (x != T(-INFINITY)) {
       sum += Acc(exp_of(T(x - max)));
     }
   }
   static __device__ __forceinline__ OnlineMaxSum combine(OnlineMaxSum a, OnlineMaxSum b) {
-    if (a.max == T(-INFINITY)) return b;
-    if (b.max == T(-INFINITY)) return a;
+    if (a.max == T(-INFINITY) && a.sum == Acc(0)) return b;
+    if (b.max == T(-INFINITY) && b.sum == Acc(0)) return a;
     const T m = a.max > b.max ? a.max : b.max;
     return {m, a.sum * Acc(exp_of(T(a.max - m))) + b.sum * Acc(exp_of(T(b.max - m)))};
   }

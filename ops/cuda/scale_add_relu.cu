@@ -35,7 +35,7 @@ __global__ void forward_kernel(int64_t planes, int64_t S, const T* __restrict__ 
     const T s = scale[p];
     for (int64_t i = p * S + lane; i < (p + 1) * S; i += 32) {
       const T v = x[i] * s + residual[i];
-      y[i] = v < T(0) ? T(0) : v;  // NaN stays NaN, as on the CPU
+      y[i] = UnaryFn<UnaryOp::relu>{}(v);  // NaN stays NaN (Note [NaN through relu])
     }
   }
 }
@@ -52,7 +52,7 @@ __global__ void backward_kernel(int64_t planes, int64_t S, const T* __restrict__
     const T s = scale[p];
     T partial = 0;
     for (int64_t i = p * S + lane; i < (p + 1) * S; i += 32) {
-      const T gm = y[i] > T(0) ? grad[i] : T(0);
+      const T gm = BinaryFn<BinaryOp::relu_backward>{}(grad[i], y[i]);
       if (dx) dx[i] = gm * s;
       if (dresidual) dresidual[i] = gm;
       if (dscale) partial += gm * x[i];
