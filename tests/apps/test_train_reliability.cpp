@@ -81,25 +81,32 @@ TEST_CASE("train reliability: unwritable outputs fail before any training") {
   run_failing(c, "'/dev/null' exists and is not a regular file (a device)");
 }
 
-TEST_CASE("train reliability: a diverging run stops at the first non-finite loss; the last checkpoint survives") {
-  test::TempDir dir("train_rel_nan");
+// A good epoch saved to dir/ck.safetensors (its bytes in `before`), then the config of a run
+// that diverges (lr 1e6) and would save over it.
+static TrainMnistConfig checkpoint_then_diverging_config(const test::TempDir& dir, std::string& before) {
   test::write_synthetic_mnist(dir, 640, 20);
   TrainMnistConfig good = small_config(dir);
   good.save = dir.file("ck.safetensors");
   good.stop_after = 1;
   run(good);
-  const std::string before = file_bytes(good.save);
+  before = file_bytes(good.save);
   REQUIRE(!before.empty());
-
   TrainMnistConfig wild = small_config(dir);
   wild.model = "mnist_cnn";
-  wild.optimizer = "sgd";
   wild.lr = 1e6;
   wild.save = good.save;
+  return wild;
+}
+
+TEST_CASE("train reliability: a diverging run stops at the first non-finite loss; the last checkpoint survives") {
+  test::TempDir dir("train_rel_nan");
+  std::string before;
+  TrainMnistConfig wild = checkpoint_then_diverging_config(dir, before);
+  wild.optimizer = "sgd";
   wild.log = dir.file("wild.csv");
   const std::string printed = run_failing(wild, "training diverged: the loss is ");
   CHECK(printed.find("nan") == std::string::npos);
-  CHECK(file_bytes(good.save) == before);
+  CHECK(file_bytes(wild.save) == before);
   CHECK_FALSE(std::filesystem::exists(wild.log));
   std::ostringstream out, progress;
   try {
@@ -111,18 +118,8 @@ TEST_CASE("train reliability: a diverging run stops at the first non-finite loss
 
 TEST_CASE("train reliability: --detect-anomaly names the first op that produces NaN/Inf; the checkpoint survives") {
   test::TempDir dir("train_rel_anomaly");
-  test::write_synthetic_mnist(dir, 640, 20);
-  TrainMnistConfig good = small_config(dir);
-  good.save = dir.file("ck.safetensors");
-  good.stop_after = 1;
-  run(good);
-  const std::string before = file_bytes(good.save);
-  REQUIRE(!before.empty());
-
-  TrainMnistConfig wild = small_config(dir);
-  wild.model = "mnist_cnn";
-  wild.lr = 1e6;
-  wild.save = good.save;
+  std::string before;
+  TrainMnistConfig wild = checkpoint_then_diverging_config(dir, before);
   wild.detect_anomaly = true;
   std::ostringstream out, progress;
   std::string message = "(no error)";
@@ -135,7 +132,7 @@ TEST_CASE("train reliability: --detect-anomaly names the first op that produces 
   CHECK_THAT(message, Contains("anomaly: ") && Contains(" at element ") && Contains("(epoch 1, step "));
   CHECK(((message.find("forward of ") != std::string::npos) || (message.find("backward of ") != std::string::npos)));
   CHECK_THAT(message, Contains("the last checkpoint is unchanged"));
-  CHECK(file_bytes(good.save) == before);
+  CHECK(file_bytes(wild.save) == before);
   CHECK_FALSE(autograd::is_anomaly_enabled());  // the run's guard is gone with it
   // The flag is run control, not recipe: a checkpoint does not record it.
   CHECK(before.find("detect_anomaly") == std::string::npos);
