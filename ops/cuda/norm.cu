@@ -93,13 +93,14 @@ __global__ void backward_kernel(Planes p, Activation act, const T* __restrict__ 
     if (dbias) dbias[c] = T(sg);
   }
   if (!dx) return;
-  // dx = k (g - mean_g - xhat mean_gxhat) = g k - x a + b, the CPU's per-channel coefficients.
+  // dx = k (g - mean_g - xhat mean_gxhat) = g k - (x - mean) a + b, the CPU's per-channel
+  // coefficients (Note [Centred dx] and Note [Evaluation dx], ops/cpu/norm.cpp).
   const double kc = (weight ? double(weight[c]) : 1.0) * is;
   const double mg = training ? sg / double(m) : 0.0, mgx = training ? sgx / double(m) : 0.0;
-  const T k = T(kc), a = T(kc * is * mgx), b = T(kc * (mu * is * mgx - mg));
+  const T k = T(kc), a = T(kc * is * mgx), b = T(-kc * mg), mean_c = mean[c];
   for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
     const int64_t at = p.at(c, j);
-    dx[at] = training ? g_at(at) * k - x[at] * a + b : g_at(at) * k;  // Note [Evaluation dx], ops/cpu/norm.cpp
+    dx[at] = training ? g_at(at) * k - (x[at] - mean_c) * a + b : g_at(at) * k;
   }
 }
 

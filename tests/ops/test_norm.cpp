@@ -75,6 +75,21 @@ TEST_CASE("batch_norm_backward is one op giving dx, dweight and dbias") {
   REQUIRE_FALSE(only_dx.dbias.defined());
 }
 
+// Note [Centred dx] (ops/cpu/norm.cpp): a channel offset by 1e4 keeps dx to f32 rounding of its
+// own size; the expanded form g * k - x * a + b lost ~1e-3 there to cancellation.
+TEST_CASE("batch_norm_backward in f32 keeps its precision on a channel far from zero") {
+  Tensor x = add(f64_randn({64, 2, 3}, 12), tensor<double>({1e4, 0.0}, {1, 2, 1}));
+  const Tensor g = f64_randn({64, 2, 3}, 13), w = f64_randn({2}, 14);
+  const Tensor m = mean(x, {0, 2}), invstd = rsqrt(add(var(x, {0, 2}, 0), 1e-5));
+  // The f32 inputs, and the f64 backward of exactly those values as the reference.
+  const Tensor x32 = x.to(DType::f32), g32 = g.to(DType::f32), w32 = w.to(DType::f32);
+  const Tensor m32 = m.to(DType::f32), invstd32 = invstd.to(DType::f32);
+  const BatchNormGrads want = batch_norm_backward(g32.to(DType::f64), x32.to(DType::f64), w32.to(DType::f64),
+                                                  m32.to(DType::f64), invstd32.to(DType::f64), true);
+  const BatchNormGrads got = batch_norm_backward(g32, x32, w32, m32, invstd32, true);
+  check_close(got.dx.to(DType::f64), want.dx, 1e-5, 1e-5);
+}
+
 TEST_CASE("batch_norm errors name the problem") {
   Tensor rm = zeros({3}), rv = ones({3});
   REQUIRE_THROWS_WITH(batch_norm(ones({1, 3}), Tensor(), Tensor(), rm, rv, true),
