@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -128,28 +129,31 @@ int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// Note [Resizing a pool in use]: set_num_threads may run while other threads are inside
+// parallel_for. Each loop holds a reference to the pool it started on, so a resize installs a new
+// pool for later loops and the old one is destroyed (its idle workers joined) by whichever
+// thread lets go of it last, never under a running loop.
 std::mutex g_pool_mutex;
-std::unique_ptr<ThreadPool>& pool_slot() {
-  static std::unique_ptr<ThreadPool> pool;
-  return pool;
-}
+std::shared_ptr<ThreadPool> g_pool;
 
-ThreadPool& pool() {
+std::shared_ptr<ThreadPool> current_pool() {
   std::lock_guard lock(g_pool_mutex);
-  auto& p = pool_slot();
-  if (!p) p = std::make_unique<ThreadPool>(default_threads());
-  return *p;
+  if (!g_pool) g_pool = std::make_shared<ThreadPool>(default_threads());
+  return g_pool;
 }
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
+int num_threads() { return current_pool()->size(); }
 
 void set_num_threads(int n) {
   EMBER_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected a count in [1, 1024], got ", n);
+  std::shared_ptr<ThreadPool> old;  // destroyed after the lock is released
   std::lock_guard lock(g_pool_mutex);
-  auto& p = pool_slot();
-  if (!p || p->size() != n) p = std::make_unique<ThreadPool>(n);
+  if (!g_pool || g_pool->size() != n) {
+    old = std::move(g_pool);
+    g_pool = std::make_shared<ThreadPool>(n);
+  }
 }
 
 bool in_parallel_region() { return t_in_parallel; }
@@ -159,13 +163,17 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   if (end <= begin) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t range = end - begin;
-  ThreadPool& p = pool();
-  if (range <= grain || p.size() == 1 || t_in_parallel) {
+  if (range <= grain || t_in_parallel) {
     fn(begin, end);
     return;
   }
-  const int64_t chunk = std::max(grain, (range + 4 * p.size() - 1) / (4 * p.size()));
-  p.run(begin, end, chunk, fn);
+  const std::shared_ptr<ThreadPool> p = current_pool();  // Note [Resizing a pool in use]
+  if (p->size() == 1) {
+    fn(begin, end);
+    return;
+  }
+  const int64_t chunk = std::max(grain, (range + 4 * p->size() - 1) / (4 * p->size()));
+  p->run(begin, end, chunk, fn);
 }
 
 }  // namespace ember

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -138,6 +139,35 @@ TEST_CASE("parallel_for: several user threads calling it at once get their own c
     }
     if (in_parallel_region()) ++wrong;
   });
+  set_num_threads(saved);
+  CHECK(wrong.load() == 0);
+}
+
+// Note [Resizing a pool in use] (core/parallel.cpp): the pool a loop runs on outlives the loop
+// even when another thread resizes it meanwhile (a use-after-free under ASan before).
+TEST_CASE("parallel_for: set_num_threads on another thread while loops run leaves them correct") {
+  const int saved = num_threads();
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::thread resizer([&] {
+    for (int r = 0; !done.load(); ++r) {
+      set_num_threads(2 + r % 3);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // a resize every few loops
+    }
+  });
+  run_on_threads(kThreads, [&](int t) {
+    for (int r = 0; r < 100; ++r) {
+      const int64_t n = 2000 + 13 * t + r;
+      std::vector<int64_t> values(size_t(n), 0);
+      parallel_for(0, n, /*grain=*/32, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) values[size_t(i)] = i + t;
+      });
+      for (int64_t i = 0; i < n; ++i)
+        if (values[size_t(i)] != i + t) ++wrong;
+    }
+  });
+  done = true;
+  resizer.join();
   set_num_threads(saved);
   CHECK(wrong.load() == 0);
 }
