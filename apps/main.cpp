@@ -12,11 +12,13 @@
 #include "apps/bench/bench_losses.h"
 #include "apps/bench/bench_matmul.h"
 #include "apps/bench/bench_mnist.h"
+#include "apps/bench/bench_mnist_ranks.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/bench/bench_seresnext.h"
 #include "apps/data_command.h"
 #include "apps/demo.h"
 #include "apps/models_command.h"
+#include "apps/train/data_parallel.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
@@ -62,6 +64,8 @@ struct CommandLine {
 
   CLI::App* bench_mnist = nullptr;
   ember::bench::BenchMnistOptions bench_mnist_options;
+  ember::bench::BenchMnistRanksOptions bench_mnist_ranks_options;
+  bool bench_mnist_rank_worker = false;
   bool no_pytorch = false;
 
   CLI::App* bench_losses = nullptr;
@@ -241,6 +245,15 @@ void add_bench_mnist_options(CLI::App& cmd, CommandLine& cl) {
       ->delimiter(',')
       ->check(CLI::Range(int64_t(1), int64_t(60000)));
   cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch column");
+  ember::bench::BenchMnistRanksOptions& r = cl.bench_mnist_ranks_options;
+  cmd.add_option("--ranks", r.ranks, "data-parallel scaling instead: mpirun jobs of these rank counts (e.g. 1,2)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--steps", r.steps, "with --ranks: timed steps per rank (default 100)")->check(CLI::Range(1, 100000));
+  cmd.add_option("--rounds", r.rounds, "with --ranks: alternating rounds, best kept (default 3)")
+      ->check(CLI::Range(1, 100));
+  cmd.add_flag("--rank-worker", cl.bench_mnist_rank_worker, "one rank of a --ranks job (started by the benchmark)")
+      ->group("");  // internal
 }
 
 void add_bench_losses_options(CLI::App& cmd, CommandLine& cl) {
@@ -388,21 +401,35 @@ void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::Tr
     }
 }
 
+// Note [Training under mpirun] (apps/train/data_parallel.h): the ranks come from the MPI
+// environment. A command that cannot train data-parallel yet refuses to run as N copies that
+// would each train alone and overwrite each other's outputs.
+void join_data_parallel_job(ember::apps::TrainingOptions& c, const std::string& command, bool supported) {
+  const int ranks = ember::distributed::launched_world_size();
+  if (ranks <= 1) return;
+  EMBER_CHECK(supported, command, ": started as one of ", ranks, " ranks by mpirun, but this command does not train "
+              "data-parallel yet (`ember train mnist` and `train seresnext` do); run it as one process");
+  c.group = ember::apps::process_group_from_environment(ember::parse_device(c.device));
+}
+
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
   ember::apps::TrainMnistConfig c = cl.train_mnist_config;
   apply_dependent_defaults(*cl.train_mnist, cl.dry_run, c);
+  join_data_parallel_job(c, "train mnist", true);
   return c;
 }
 
 ember::apps::TrainMetricConfig train_metric_config(const CommandLine& cl) {
   ember::apps::TrainMetricConfig c = cl.train_metric_config;
   apply_dependent_defaults(*cl.train_metric, cl.dry_run, c);
+  join_data_parallel_job(c, "train metric", false);
   return c;
 }
 
 ember::apps::TrainSeresnextConfig train_seresnext_config(const CommandLine& cl) {
   ember::apps::TrainSeresnextConfig c = cl.train_seresnext_config;
   apply_dependent_defaults(*cl.train_seresnext, cl.dry_run, c);
+  join_data_parallel_job(c, "train seresnext", true);
   return c;
 }
 
@@ -441,7 +468,17 @@ int run_command(const CommandLine& cl) {
   } else if (*cl.bench_mnist) {
     ember::bench::BenchMnistOptions options = cl.bench_mnist_options;
     options.with_pytorch = !cl.no_pytorch;
-    ember::bench::bench_mnist(options, std::cout);
+    const bool scaling = cl.bench_mnist->count("--ranks") > 0 || cl.bench_mnist_rank_worker;
+    if (!scaling) {
+      ember::bench::bench_mnist(options, std::cout);
+      return 0;
+    }
+    // Note [Scaling benchmark]: one batch size, per rank (the first of --batch-sizes, default 64).
+    ember::bench::BenchMnistRanksOptions ranks = cl.bench_mnist_ranks_options;
+    ranks.data = options.data;
+    if (cl.bench_mnist->count("--batch-sizes") > 0) ranks.batch = options.batch_sizes.front();
+    if (cl.bench_mnist_rank_worker) ember::bench::bench_mnist_rank_worker(ranks, std::cout);
+    else ember::bench::bench_mnist_ranks(ranks, std::cout);
   } else if (*cl.bench_losses) {
     ember::bench::BenchLossesOptions options = cl.bench_losses_options;
     options.device = ember::parse_device(cl.bench_losses_device);
@@ -465,23 +502,28 @@ int run_command(const CommandLine& cl) {
 }
 
 // A failure while running is one line on stderr and exit status 1 (130 after Ctrl-C), whatever was thrown: an
-// exception that is not an ember::Error is a bug to fix, but still no abort.
+// exception that is not an ember::Error is a bug to fix, but still no abort. One rank of an mpirun job instead
+// stops the whole job with that line (Note [Failing ranks]), so the other ranks do not wait for it forever.
 int run_reporting_errors(const CommandLine& cl) {
+  std::string message;
+  int status = 1;
   try {
     return run_command(cl);
   } catch (const ember::apps::Interrupted& e) {  // Ctrl-C (Note [Ctrl-C] in training_loop.h)
-    std::cerr << "ember: " << e.what() << "\n";
-    return 130;
+    message = e.what();
+    status = 130;
   } catch (const ember::Error& e) {
-    std::cerr << "ember: error: " << e.what() << "\n";
+    message = std::string("error: ") + e.what();
   } catch (const std::bad_alloc&) {
-    std::cerr << "ember: error: out of memory\n";
+    message = "error: out of memory";
   } catch (const std::exception& e) {
-    std::cerr << "ember: error: " << e.what() << "\n";
+    message = std::string("error: ") + e.what();
   } catch (...) {
-    std::cerr << "ember: error: unknown exception\n";
+    message = "error: unknown exception";
   }
-  return 1;
+  ember::distributed::abort_job_if_distributed(message);
+  std::cerr << "ember: " << message << "\n";
+  return status;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "apps/bench/timing.h"
+#include "apps/train/data_parallel.h"
 #include "apps/train/progress.h"
 #include "apps/train/run_log.h"
 #include "apps/train/training_loop.h"
@@ -22,8 +23,10 @@ namespace {
 // Everything a run holds between epochs.
 struct MnistRun {
   TrainMnistConfig config;
+  DataParallelRun parallel{nullptr};  // Note [Training under mpirun]
   std::shared_ptr<MnistDataset> train_data, test_data;
-  std::shared_ptr<Module> model;
+  std::shared_ptr<Module> model;    // what is evaluated and saved
+  std::shared_ptr<Module> trained;  // what the steps run: model, or its DistributedDataParallel
   TrainingState state;
 };
 
@@ -47,6 +50,7 @@ TrainMnistConfig config_for_resume(const TrainMnistConfig& given, const Training
 MnistRun start_run(const TrainMnistConfig& c) {
   MnistRun run;
   run.config = c;
+  run.parallel = DataParallelRun(c.group);
   run.state.device = parse_device(c.device);
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
@@ -54,6 +58,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
   check_datasets(*run.train_data, *run.test_data, c, "train mnist");
   run.model = make_mnist_model(c.model);
   run.model->to(run.state.device);
+  run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
   auto [decay, no_decay] = split_weight_decay(*run.model);
   run.state.optimizer = make_optimizer(c, std::move(decay), std::move(no_decay));
   DataLoaderOptions options;
@@ -61,6 +66,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
   options.shuffle = true;
   options.drop_last = false;
   options.seed = c.seed + 1;
+  options.sampler = run.parallel.sampler(run.train_data->size());
   run.state.loader = std::make_unique<DataLoader>(run.train_data, options);
   run.state.schedule = make_schedule(c, *run.state.optimizer, *run.state.loader);
   return run;
@@ -77,26 +83,29 @@ void print_run_header(const MnistRun& run, std::ostream& out) {
   const TrainMnistConfig& c = run.config;
   out << "train " << model_title(c) << ": " << run.train_data->size() << " train / " << run.test_data->size()
       << " test images, " << run.model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
-      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << ", " << num_threads()
-      << " threads, device " << run.state.device << "\n";
+      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size
+      << (run.parallel.distributed() ? " per rank x " + std::to_string(run.parallel.world_size()) + " ranks" : "")
+      << ", " << num_threads() << " threads, device " << run.state.device << "\n";
   out << run.model->summary({1, 1, 28, 28});
 }
 
 // One optimizer step on a batch; returns the batch's mean loss.
 double train_step(MnistRun& run, const Batch& batch) {
   Tensor x = batch.inputs.to(run.state.device), y = batch.targets.to(run.state.device);
-  return optimizer_step(run.state, cross_entropy((*run.model)(x), y));
+  return optimizer_step(run.state, cross_entropy((*run.trained)(x), y));
 }
 
-// Mean cross-entropy and accuracy on the test set, in chunks of 1000 images.
-Evaluation evaluate(Module& model, const TensorDataset& test, Device device) {
+// Mean cross-entropy and accuracy on the test set, in chunks of 1000 images (each rank scores its
+// shard; the sums are all-reduced).
+Evaluation evaluate(Module& model, const TensorDataset& test, Device device, const DataParallelRun& parallel) {
   autograd::NoGradGuard no_grad;
   model.eval();
   const int64_t n = test.size(), chunk = 1000;
+  const auto [begin, end] = parallel.shard_range(n);
   double loss_sum = 0;
   int64_t correct = 0;
-  for (int64_t start = 0; start < n; start += chunk) {
-    const int64_t len = std::min(chunk, n - start);
+  for (int64_t start = begin; start < end; start += chunk) {
+    const int64_t len = std::min(chunk, end - start);
     Tensor x = test.inputs().narrow(0, start, len).to(device);
     Tensor y = test.targets().narrow(0, start, len).to(device);
     Tensor logits = model(x);
@@ -104,7 +113,9 @@ Evaluation evaluate(Module& model, const TensorDataset& test, Device device) {
     correct += int64_t(sum(eq(argmax(logits, 1), y).to(DType::i64)).item());
   }
   model.train();
-  return {loss_sum / double(n), double(correct) / double(n)};
+  std::vector<double> sums{loss_sum, double(correct)};
+  parallel.sum(sums);
+  return {sums[0] / double(n), sums[1] / double(n)};
 }
 
 void print_epoch(const EpochRecord& rec, const EpochStats& stats, int epochs, std::ostream& out) {
@@ -123,25 +134,33 @@ TrainingCheckpoint make_checkpoint(const MnistRun& run, int64_t epochs_done) {
 
 }  // namespace
 
-TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, std::ostream& progress_out,
+TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& console, std::ostream& progress_console,
                              bool interactive) {
-  given.check_outputs("train mnist");  // before any work: a bad --save should not cost an epoch
+  // Before any work: a bad --save should not cost an epoch. Rank 0 alone writes them.
+  if (!given.group || given.group->rank() == 0) given.check_outputs("train mnist");
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
-  const TrainMnistConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  TrainMnistConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  const int world_size = c.group ? c.group->size() : 1;
+  if (!resumed) c.ranks = world_size;
+  const std::string refitted = c.fit_to_ranks(world_size, "train mnist");  // Note [Batch size across rank counts]
   c.check("train mnist");
   MnistRun run = start_run(c);
+  std::ostream& out = run.parallel.leads() ? console : run.parallel.silent();
+  std::ostream& progress_out = run.parallel.leads() ? progress_console : run.parallel.silent();
   if (resumed) restore_run(run, *resumed, out);
+  if (!refitted.empty()) out << refitted << "\n";
   print_run_header(run, out);
 
   TrainMnistResult result;
   RunLog log;  // the epochs this process trains
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
-    const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
-                                         [&](const Batch& batch) { return train_step(run, batch); });
+    EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
+                                   [&](const Batch& batch) { return train_step(run, batch); });
     if (stats.interrupted) stop_interrupted(run.state, c, epoch);
-    const Evaluation ev = evaluate(*run.model, *run.test_data, run.state.device);
+    sum_over_ranks(stats, run.parallel);
+    const Evaluation ev = evaluate(*run.model, *run.test_data, run.state.device, run.parallel);
     const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = stats.mean_loss(), .test_loss = ev.loss,
                           .scores = {{"test_accuracy", ev.accuracy}}, .seconds = stats.seconds,
                           .lr = run.state.optimizer->lr()};
@@ -150,7 +169,8 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& out, s
     result.test_accuracy = ev.accuracy;
     result.test_loss = ev.loss;
     result.seconds += rec.seconds;
-    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run.config));
+    run.parallel.after_outputs(
+        [&] { write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run.config)); });
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

@@ -27,12 +27,18 @@ std::unique_ptr<LrScheduler> make_seresnext_schedule(const TrainSeresnextConfig&
 }
 
 double accumulate_gradients(int64_t rows, int64_t micro,
-                            const std::function<Tensor(int64_t start, int64_t length)>& loss_of) {
+                            const std::function<Tensor(int64_t start, int64_t length)>& loss_of,
+                            distributed::DistributedDataParallel* ddp) {
   double loss = 0;
   for (int64_t start = 0; start < rows; start += micro) {
     const int64_t length = std::min(micro, rows - start);
     Tensor part = mul(loss_of(start, length), double(length) / double(rows));
-    part.backward();
+    if (ddp && start + length < rows) {
+      const auto local = ddp->no_sync();  // the last micro-batch synchronises them all
+      part.backward();
+    } else {
+      part.backward();
+    }
     loss += part.item();
   }
   return loss;
@@ -52,7 +58,9 @@ struct SeresnextRun {
   const ModelEntry* entry = nullptr;
   int64_t image_size = 0;
   std::shared_ptr<ImageFolder> train_data, val_data;
-  std::shared_ptr<Module> model;
+  DataParallelRun parallel{nullptr};  // Note [Training under mpirun]
+  std::shared_ptr<Module> model;      // what is evaluated and saved
+  std::shared_ptr<Module> trained;    // what the steps run: model, or its DistributedDataParallel
   TrainingState state;
 };
 
@@ -95,8 +103,10 @@ void load_data(SeresnextRun& run) {
               "/val has other classes than ", c.data, "/train");
 }
 
-DataLoaderOptions loader_options(int64_t batch_size, bool shuffle, uint64_t seed, int workers) {
+DataLoaderOptions loader_options(int64_t batch_size, bool shuffle, uint64_t seed, int workers,
+                                 std::shared_ptr<const Sampler> sampler) {
   DataLoaderOptions options;
+  options.sampler = std::move(sampler);
   options.batch_size = batch_size;
   options.shuffle = shuffle;
   options.drop_last = false;
@@ -121,15 +131,19 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
               "' is not a member of the ResNet family");
   run.image_size = c.image_size > 0 ? c.image_size : run.entry->image_size;
   run.state.device = parse_device(c.device);
+  run.parallel = DataParallelRun(c.group);
   manual_seed(c.seed);
   load_data(run);
   run.model = build_model(run);
   run.model->to(run.state.device);
+  run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
   auto [decay, no_decay] = split_weight_decay(*run.model);
   TrainingOptions scaled = c;
   scaled.lr = c.applied_lr();
   run.state.optimizer = make_optimizer(scaled, std::move(decay), std::move(no_decay));
-  run.state.loader = std::make_unique<DataLoader>(run.train_data, loader_options(c.step_batch(), true, c.seed + 1, c.workers));
+  run.state.loader = std::make_unique<DataLoader>(
+      run.train_data,
+      loader_options(c.step_batch(), true, c.seed + 1, c.workers, run.parallel.sampler(run.train_data->size())));
   run.state.schedule = make_seresnext_schedule(c, *run.state.optimizer, batches_per_epoch(c, *run.state.loader));
   return run;
 }
@@ -150,7 +164,9 @@ void print_run_header(const SeresnextRun& run, std::ostream& out) {
       << c.momentum << ", weight decay " << c.weight_decay << " (not on BN/bias), label smoothing "
       << c.label_smoothing << ", mixup " << c.mixup << ", " << c.schedule << " per " << c.schedule_unit
       << " with " << c.resolved_warmup_epochs() << " warmup epochs, batch " << c.batch_size << " x "
-      << c.accumulation() << " = " << c.step_batch() << " per step, " << c.workers << " loader workers, "
+      << c.accumulation()
+      << (run.parallel.distributed() ? " x " + std::to_string(run.parallel.world_size()) + " ranks" : "") << " = "
+      << c.step_batch() * c.ranks << " per step, " << c.workers << " loader workers, "
       << num_threads() << " threads, device " << run.state.device << "\n";
 }
 
@@ -163,8 +179,8 @@ double train_step(SeresnextRun& run, const Batch& batch) {
   const double loss = accumulate_gradients(x.size(0), c.batch_size, [&](int64_t start, int64_t length) {
     const MixedBatch part{mixed.inputs.narrow(0, start, length), mixed.targets.narrow(0, start, length),
                           mixed.targets_b.narrow(0, start, length), mixed.lambda};
-    return mixed_cross_entropy((*run.model)(part.inputs), part, c.label_smoothing);
-  });
+    return mixed_cross_entropy((*run.trained)(part.inputs), part, c.label_smoothing);
+  }, dynamic_cast<distributed::DistributedDataParallel*>(run.trained.get()));
   run.state.optimizer->step();
   if (run.state.schedule && c.schedule_unit == "step") run.state.schedule->step();
   ++run.state.step;
@@ -172,11 +188,13 @@ double train_step(SeresnextRun& run, const Batch& batch) {
 }
 
 // Mean cross-entropy (no smoothing), top-1 and top-5 over the validation folder (its first
-// max_batches batches of 256 for --dry-run).
+// max_batches batches of 256 for --dry-run); under mpirun each rank scores its shard.
 Evaluation evaluate(SeresnextRun& run) {
+  run.parallel.sync_buffers(*run.trained);
   autograd::NoGradGuard no_grad;
   run.model->eval();
-  DataLoader loader(run.val_data, loader_options(256, false, 0, run.config.workers));
+  DataLoader loader(run.val_data, loader_options(256, false, 0, run.config.workers,
+                                                 run.parallel.evaluation_sampler(run.val_data->size())));
   const int64_t k = std::min<int64_t>(5, int64_t(run.val_data->classes().size()));
   double loss_sum = 0;
   int64_t top1 = 0, top5 = 0, n = 0;
@@ -192,7 +210,9 @@ Evaluation evaluate(SeresnextRun& run) {
     n += x.size(0);
   }
   run.model->train();
-  return {loss_sum / double(n), double(top1) / double(n), double(top5) / double(n)};
+  std::vector<double> sums{loss_sum, double(top1), double(top5), double(n)};
+  run.parallel.sum(sums);
+  return {sums[0] / sums[3], sums[1] / sums[3], sums[2] / sums[3]};
 }
 
 void print_epoch(const EpochRecord& rec, const EpochStats& stats, int epochs, std::ostream& out) {
@@ -212,15 +232,22 @@ TrainingCheckpoint make_checkpoint(const SeresnextRun& run, int64_t epochs_done)
 
 }  // namespace
 
-TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ostream& out, std::ostream& progress_out,
-                                     bool interactive) {
-  given.check_outputs("train seresnext");  // before any work: a bad --save should not cost an epoch
+TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ostream& console,
+                                     std::ostream& progress_console, bool interactive) {
+  // Before any work: a bad --save should not cost an epoch. Rank 0 alone writes them.
+  if (!given.group || given.group->rank() == 0) given.check_outputs("train seresnext");
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
-  const TrainSeresnextConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  TrainSeresnextConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  const int world_size = c.group ? c.group->size() : 1;
+  if (!resumed) c.ranks = world_size;
+  const std::string refitted = c.fit_to_ranks(world_size, "train seresnext");  // Note [Batch size across rank counts]
   c.check();
   SeresnextRun run = start_run(c);
+  std::ostream& out = run.parallel.leads() ? console : run.parallel.silent();
+  std::ostream& progress_out = run.parallel.leads() ? progress_console : run.parallel.silent();
   if (resumed) restore_run(run, *resumed, out);
+  if (!refitted.empty()) out << refitted << "\n";
   print_run_header(run, out);
 
   TrainingOptions bar = c;  // the progress bar counts optimizer steps of step_batch images
@@ -230,9 +257,10 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const double lr = run.state.optimizer->lr();  // the epoch's (per-epoch unit) or its first step's
-    const EpochStats stats = train_epoch(run.state, bar, epoch, progress_out, interactive,
-                                         [&](const Batch& batch) { return train_step(run, batch); });
+    EpochStats stats = train_epoch(run.state, bar, epoch, progress_out, interactive,
+                                   [&](const Batch& batch) { return train_step(run, batch); });
     if (stats.interrupted) stop_interrupted(run.state, c, epoch);
+    sum_over_ranks(stats, run.parallel);
     if (run.state.schedule && c.schedule_unit == "epoch") run.state.schedule->step();
     const Evaluation ev = evaluate(run);
     const EpochRecord rec{.epoch = int(epoch + 1), .train_loss = stats.mean_loss(), .test_loss = ev.loss,
@@ -241,7 +269,8 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
     log.add(rec);
     print_epoch(rec, stats, c.epochs, out);
     result = {ev.top1, ev.top5, ev.loss, result.seconds + rec.seconds};
-    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run));
+    run.parallel.after_outputs(
+        [&] { write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, model_title(run)); });
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

@@ -42,6 +42,7 @@
 #include "apps/train/training_options.h"
 #include "core/json.h"
 #include "core/tensor.h"
+#include "nn/distributed/data_parallel.h"
 #include "nn/module.h"
 #include "nn/optim/lr_scheduler.h"
 
@@ -59,7 +60,7 @@ struct TrainSeresnextConfig : TrainingOptions {
   std::string schedule_unit = "epoch";     // epoch | step
   double label_smoothing = 0.1;
   double mixup = 0;                        // Beta(mixup, mixup); 0: off (NVIDIA's option: 0.2)
-  int64_t target_batch = 0;                // > batch_size: accumulate micro-batches up to it
+  int64_t target_batch = 0;                // > batch_size * ranks: accumulate micro-batches up to it
   int workers = 2;                         // loader threads (run control: results do not depend on it)
   std::string bad_images = "fail";         // fail | skip (Note [Bad images])
 
@@ -70,8 +71,8 @@ struct TrainSeresnextConfig : TrainingOptions {
 
   // Derived values of the recipe.
   int64_t accumulation() const;        // micro-batches per optimizer step
-  int64_t step_batch() const;          // images per optimizer step
-  double applied_lr() const;           // lr * step_batch / 256
+  int64_t step_batch() const;          // images per optimizer step on one rank
+  double applied_lr() const;           // lr * step_batch * ranks / 256
   int resolved_warmup_epochs() const;  // warmup_epochs, or the default above
 };
 
@@ -90,9 +91,11 @@ std::unique_ptr<LrScheduler> make_seresnext_schedule(const TrainSeresnextConfig&
                                                      int64_t steps_per_epoch);
 // Forward and backward of `inputs` in micro-batches of `micro` rows, each loss scaled by its
 // share of the rows, so the gradients add up to those of loss_of(all rows) when loss_of is a
-// mean (Note [Gradient accumulation]); returns that mean loss.
+// mean (Note [Gradient accumulation]); returns that mean loss. With `ddp`, the micro-batches
+// before the last accumulate locally (no_sync) and the last backward averages the sum over ranks.
 double accumulate_gradients(int64_t rows, int64_t micro,
-                            const std::function<Tensor(int64_t start, int64_t length)>& loss_of);
+                            const std::function<Tensor(int64_t start, int64_t length)>& loss_of,
+                            distributed::DistributedDataParallel* ddp = nullptr);
 // Rows of `logits` (N, C) whose target is among the k largest (ties counted against).
 int64_t topk_correct(const Tensor& logits, const Tensor& targets, int64_t k);
 

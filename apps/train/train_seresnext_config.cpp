@@ -79,12 +79,13 @@ void TrainSeresnextConfig::check() const {
 }
 
 int64_t TrainSeresnextConfig::accumulation() const {
-  return target_batch > batch_size ? (target_batch + batch_size - 1) / batch_size : 1;
+  const int64_t per_micro = batch_size * ranks;  // Note [Training under mpirun]: --target-batch is global
+  return target_batch > per_micro ? (target_batch + per_micro - 1) / per_micro : 1;
 }
 
 int64_t TrainSeresnextConfig::step_batch() const { return accumulation() * batch_size; }
 
-double TrainSeresnextConfig::applied_lr() const { return lr * double(step_batch()) / 256.0; }
+double TrainSeresnextConfig::applied_lr() const { return lr * double(step_batch() * ranks) / 256.0; }
 
 int TrainSeresnextConfig::resolved_warmup_epochs() const {
   if (warmup_epochs >= 0) return warmup_epochs;

@@ -192,6 +192,14 @@ void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingC
   if (!c.plot.empty()) log.write_svg(c.plot, title);
 }
 
+void sum_over_ranks(EpochStats& stats, const DataParallelRun& parallel) {
+  if (!parallel.distributed()) return;
+  std::vector<double> sums{stats.loss_sum, double(stats.images)};
+  parallel.sum(sums);
+  stats.loss_sum = sums[0];
+  stats.images = int64_t(sums[1]);
+}
+
 std::string epoch_time(const EpochStats& stats) {
   return "time " + format_duration(stats.seconds) + " (" +
          bench::fixed(double(stats.images) / std::max(stats.seconds, 1e-9), 0) + " img/s)";

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "apps/train/data_parallel.h"
 #include "apps/train/run_log.h"
 #include "apps/train/training_options.h"
 #include "core/error.h"
@@ -108,6 +109,10 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
 // (c.log) and the SVG titled `title` (c.plot).
 void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,
                          const RunLog& log, const std::string& title);
+
+// Under mpirun: the epoch's loss sum and images over all ranks (so mean_loss() and the img/s of
+// epoch_time are the job's); the time stays this rank's. Nothing for one process.
+void sum_over_ranks(EpochStats& stats, const DataParallelRun& parallel);
 
 // "time 12.3s (5000 img/s)" for an epoch's line.
 std::string epoch_time(const EpochStats& stats);

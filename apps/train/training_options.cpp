@@ -15,6 +15,7 @@ namespace {
 // The ranges a recipe value may take, from a checkpoint or the command line (apps/main.cpp).
 constexpr int64_t kMaxEpochs = 100000, kMaxBatchSize = 60000;
 constexpr double kMaxLr = 1e6;
+constexpr int64_t kMaxRanks = 1 << 16;
 
 }  // namespace
 
@@ -23,6 +24,7 @@ void TrainingOptions::write_json(Json& j) const {
   j.set("dataset", dataset);
   j.set("epochs", int64_t(epochs));
   j.set("batch_size", batch_size);
+  j.set("ranks", int64_t(ranks));
   j.set("lr", lr);
   j.set("momentum", momentum);
   j.set("optimizer", optimizer);
@@ -38,6 +40,7 @@ bool TrainingOptions::read_json_field(const std::string& key, const Json& value,
   else if (key == "dataset") dataset = json_string(value, field);
   else if (key == "epochs") epochs = int(json_int(value, field, 1, kMaxEpochs));
   else if (key == "batch_size") batch_size = json_int(value, field, 1, kMaxBatchSize);
+  else if (key == "ranks") ranks = int(json_int(value, field, 1, kMaxRanks));
   else if (key == "lr") lr = json_number(value, field, 0, kMaxLr);
   else if (key == "momentum") momentum = json_number(value, field, 0, 1);
   else if (key == "optimizer") optimizer = json_string(value, field);
@@ -59,6 +62,21 @@ void TrainingOptions::take_run_control(const TrainingOptions& given) {
   stop_after = given.stop_after;
   detect_anomaly = given.detect_anomaly;
   resume = given.resume;
+  group = given.group;
+}
+
+std::string TrainingOptions::fit_to_ranks(int world_size, const std::string& command) {
+  if (world_size == ranks) return "";
+  const int64_t global = batch_size * ranks;
+  EMBER_CHECK(global % world_size == 0, command, ": the checkpoint was trained at ", ranks, " rank(s) x batch ",
+              batch_size, " = a global batch of ", global, ", which ", world_size,
+              " ranks cannot split evenly; resume at a rank count that divides ", global);
+  const std::string note = detail::concat("batch ", global / world_size, " per rank on ", world_size,
+                                          " rank(s) keeps the checkpoint's global batch of ", global, " (", ranks,
+                                          " x ", batch_size, ")");
+  batch_size = global / world_size;
+  ranks = world_size;
+  return note;
 }
 
 void TrainingOptions::check(const std::string& command) const {

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/json.h"
+#include "nn/distributed/process_group.h"
 
 namespace ember::apps {
 
@@ -24,7 +26,8 @@ struct TrainingOptions {
   std::string data = "data/mnist";
   std::string dataset = "mnist";   // mnist | fashion-mnist (the same IDX layout)
   int epochs = 5;                  // with --resume: 0 keeps the checkpoint's value
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;         // per rank under mpirun (Note [Batch size across rank counts])
+  int ranks = 1;                   // the ranks the recipe trains on: batch_size * ranks is the global batch
   double lr = 0.05;
   double momentum = 0.9;           // SGD only
   std::string optimizer = "sgd";   // sgd | adam | adamw
@@ -39,6 +42,9 @@ struct TrainingOptions {
   int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
   int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
   bool detect_anomaly = false;     // anomaly mode in every training step (Note [--detect-anomaly])
+  // The ranks of a data-parallel job (Note [Training under mpirun], data_parallel.h); null: one
+  // process. Not part of the recipe: `ember` sets it from the MPI environment.
+  std::shared_ptr<distributed::ProcessGroup> group;
   // The recipe keys (as in write_json: "lr", "batch_size", "model", ...) the command line set
   // explicitly; with --resume, each must agree with the checkpoint (check_resume_conflicts).
   std::vector<std::string> explicit_keys;
@@ -51,6 +57,12 @@ struct TrainingOptions {
   // A resumed run takes its recipe from the checkpoint; where the data lives, how long to train
   // (epochs <= 0 keeps the checkpoint's) and what to write come from the command line.
   void take_run_control(const TrainingOptions& given);
+  // Note [Batch size across rank counts]: --batch-size is per rank, as in PyTorch, and the recipe
+  // records the rank count, so the global batch is batch_size * ranks. A run at another rank
+  // count than its recipe's (a checkpoint resumed alone, or by more ranks) keeps the global
+  // batch, and with it the learning-rate recipe: each rank takes global / world_size, an Error
+  // when that does not divide. Returns a line saying so, or "" when nothing changed.
+  std::string fit_to_ranks(int world_size, const std::string& command);
   // Dataset, epochs, batch size, lr, momentum, weight decay, optimizer and schedule; errors
   // start with `command`.
   void check(const std::string& command) const;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "nn/distributed/process_group.h"
 
@@ -11,6 +12,7 @@ namespace ember::distributed::detail {
 
 bool mpi_built();
 std::shared_ptr<ProcessGroup> mpi_process_group();  // world, CPU tensors
+void mpi_abort_if_running(const std::string& why);  // abort_job_if_distributed
 
 bool nccl_built();
 std::shared_ptr<ProcessGroup> nccl_process_group(int device_index);

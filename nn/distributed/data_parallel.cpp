@@ -1,6 +1,8 @@
 // DistributedDataParallel (data_parallel.h): broadcast at start, bucketed gradient averaging.
 #include "nn/distributed/data_parallel.h"
 
+#include <chrono>
+
 #include "autograd/graph.h"
 #include "core/error.h"
 
@@ -76,11 +78,14 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_layout() c
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   EMBER_CHECK(!pass_active_, "DistributedDataParallel: the previous backward pass did not finish synchronising "
               "gradients (it threw); the ranks are out of step and the job cannot continue");
-  if (options_.broadcast_buffers && is_training() && group_->size() > 1) {
-    autograd::NoGradGuard no_grad;
-    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
-  }
+  if (options_.broadcast_buffers && is_training()) sync_buffers();
   return (*module_)(x);
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (group_->size() == 1) return;
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
 }
 
 void DistributedDataParallel::gradient_ready(size_t param) {
@@ -113,6 +118,7 @@ void DistributedDataParallel::launch(Bucket& bucket) {
 }
 
 void DistributedDataParallel::finish_pass() {
+  const auto start = std::chrono::steady_clock::now();
   while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++]);
   for (Bucket& bucket : buckets_) {
     bucket.work->wait();
@@ -129,6 +135,8 @@ void DistributedDataParallel::finish_pass() {
   std::fill(ready_.begin(), ready_.end(), 0);
   next_launch_ = 0;
   pass_active_ = false;
+  ++stats_.synchronised_passes;
+  stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace ember::distributed

@@ -49,6 +49,14 @@
 
 namespace ember::distributed {
 
+// What the gradient synchronisation cost so far: the backward passes that synchronised, and the
+// time the end of those passes spent launching the last buckets, waiting for every all-reduce
+// and copying the averages back (the communication not hidden behind the rest of backward).
+struct DdpStats {
+  int64_t synchronised_passes = 0;
+  double exposed_seconds = 0;
+};
+
 struct DdpOptions {
   double bucket_cap_mib = 25.0;  // Note [Gradient buckets]
   bool broadcast_buffers = true;  // rank 0's buffers to all before each training forward
@@ -81,6 +89,11 @@ class DistributedDataParallel : public Module {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+  const DdpStats& stats() const { return stats_; }
+  // Rank 0's buffers (batch-norm statistics) to every rank, as each training forward does;
+  // before an evaluation that every rank runs on its own shard.
+  void sync_buffers();
+
   // The parameter names of each bucket, in launch order (Note [Gradient buckets]).
   std::vector<std::vector<std::string>> bucket_layout() const;
 
@@ -103,6 +116,7 @@ class DistributedDataParallel : public Module {
   size_t next_launch_ = 0;
   bool pass_active_ = false;
   bool no_sync_ = false;
+  DdpStats stats_;
 };
 
 }  // namespace ember::distributed

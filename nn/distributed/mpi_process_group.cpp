@@ -287,4 +287,11 @@ std::shared_ptr<ProcessGroup> mpi_process_group() {
   return world;
 }
 
+void mpi_abort_if_running(const std::string& why) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && g_size > 1) abort_job(why);
+}
+
 }  // namespace ember::distributed::detail

@@ -12,4 +12,6 @@ std::shared_ptr<ProcessGroup> mpi_process_group() {
   return nullptr;
 }
 
+void mpi_abort_if_running(const std::string&) {}  // no job to stop
+
 }  // namespace ember::distributed::detail

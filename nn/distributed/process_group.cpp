@@ -1,6 +1,8 @@
 // Backend choice and the checks every backend shares (process_group.h).
 #include "nn/distributed/process_group.h"
 
+#include <cstdlib>
+
 #include "autograd/graph.h"
 #include "core/error.h"
 #include "nn/distributed/backends.h"
@@ -18,6 +20,21 @@ bool available(Device device) { return device.is_cpu() ? detail::mpi_built() : d
 std::shared_ptr<ProcessGroup> init_process_group(Device device) {
   return device.is_cpu() ? detail::mpi_process_group() : detail::nccl_process_group(device.index);
 }
+
+int launched_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (!value || !*value) continue;
+    char* rest = nullptr;
+    const long n = std::strtol(value, &rest, 10);
+    EMBER_CHECK(*rest == '\0' && n >= 1, "distributed: ", name, "='", value,
+                "' in the environment is not a world size (expected a positive integer)");
+    return int(n);
+  }
+  return 1;
+}
+
+void abort_job_if_distributed(const std::string& why) { detail::mpi_abort_if_running(why); }
 
 void check_collective_tensor(const char* op, const ProcessGroup& group, const Tensor& t, bool in_place) {
   EMBER_CHECK(t.defined(), op, ": expected a tensor, got an undefined one");

@@ -88,6 +88,18 @@ bool available(Device device = Device::cpu());
 // the backend.
 std::shared_ptr<ProcessGroup> init_process_group(Device device = Device::cpu());
 
+// The number of ranks of the job that started this process, from the launcher's environment
+// (Open MPI's OMPI_COMM_WORLD_SIZE, or PMI_SIZE as MPICH and Slurm set it), without
+// initialising MPI; 1 when the process was not started by mpirun. Programs that run the same
+// way alone and under `mpirun -np N` (the `ember train` commands) create a group only when this
+// is above 1.
+int launched_world_size();
+
+// Note [Failing ranks] for programs that catch their errors: when this process is one rank of a
+// running job (a group exists and the world has other ranks), prints "rank R of N: <why>" and
+// stops every rank; otherwise returns, so the caller reports the error as a lone process would.
+void abort_job_if_distributed(const std::string& why);
+
 // Checks done by every backend before a collective: contiguous, a supported dtype, the group's
 // device; `in_place` tensors must not require grad. `op` names the collective in the error.
 void check_collective_tensor(const char* op, const ProcessGroup& group, const Tensor& t, bool in_place);

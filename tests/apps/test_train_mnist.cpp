@@ -125,3 +125,40 @@ TEST_CASE("train mnist: on cuda the run follows the CPU run") {
   CHECK(on_cuda.test_loss == Approx(on_cpu.test_loss).epsilon(1e-4));
   CHECK(on_cuda.test_accuracy == on_cpu.test_accuracy);
 }
+
+#ifdef EMBER_CLI_PATH
+#include "apps/bench/bench_mnist_ranks.h"
+
+// `ember bench mnist --ranks 1,2` end to end on the synthetic data (a smoke of the mpirun jobs and
+// the table, not a figure): both rank counts report img/s, and two ranks an efficiency. Hidden from
+// the test_apps run: CTest runs it as mpi_bench_mnist_ranks with the other MPI tests.
+TEST_CASE("bench mnist --ranks: runs an mpirun job per rank count and prints the scaling table", "[.][mpi]") {
+  test::TempDir dir("bench_mnist_ranks");
+  test::write_synthetic_mnist(dir, 320, 20);
+  bench::BenchMnistRanksOptions o;
+  o.data = dir.path.string();
+  o.batch = 16;
+  o.steps = 2;
+  o.rounds = 1;
+  o.program = EMBER_CLI_PATH;
+  std::ostringstream out;
+  bench::bench_mnist_ranks(o, out);
+  INFO(out.str());
+  CHECK(out.str().find("exposed comm ms/step") != std::string::npos);
+  std::istringstream lines(out.str());
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    int ranks = 0;
+    double images_per_second = 0;
+    std::string efficiency;
+    if (fields >> ranks >> images_per_second >> efficiency) {
+      ++rows;
+      CHECK(images_per_second > 0);
+      CHECK(efficiency.back() == '%');
+    }
+  }
+  CHECK(rows == 2);
+}
+#endif

@@ -24,29 +24,7 @@ using ember::apps::TrainSeresnextConfig;
 
 namespace {
 
-constexpr int64_t kClasses = 6;
-
-// root/<train|val>/c<k>/<i>.png, `per_class` images per class and split, a little noise.
-void write_bar_folders(const test::TempDir& dir, int per_class) {
-  uint32_t noise = 12345;
-  for (const char* split : {"train", "val"}) {
-    for (int64_t k = 0; k < kClasses; ++k) {
-      const std::filesystem::path folder = dir.path / split / ("c" + std::to_string(k));
-      std::filesystem::create_directories(folder);
-      for (int i = 0; i < per_class; ++i) {
-        std::vector<uint8_t> pixels(16 * 16 * 3);
-        for (int64_t y = 0; y < 16; ++y)
-          for (int64_t x = 0; x < 16; ++x)
-            for (int64_t c = 0; c < 3; ++c) {
-              noise = noise * 1664525u + 1013904223u;
-              const bool bar = y == 2 * k + 2 || y == 2 * k + 3;
-              pixels[size_t((y * 16 + x) * 3 + c)] = uint8_t((bar ? 200 : 20) + (noise >> 27));
-            }
-        write_png((folder / (std::to_string(i) + ".png")).string(), tensor(pixels, {16, 16, 3}));
-      }
-    }
-  }
-}
+constexpr int64_t kClasses = test::kBarClasses;
 
 TrainSeresnextConfig small_config(const test::TempDir& dir) {
   TrainSeresnextConfig c;
@@ -87,7 +65,7 @@ double column(const std::string& row, int index) {
 
 TEST_CASE("train seresnext: learns a synthetic image folder, prints top-1/top-5, writes CSV and checkpoint") {
   test::TempDir dir("train_seresnext_learns");
-  write_bar_folders(dir, 16);
+  test::write_bar_folders(dir, 16);
   TrainSeresnextConfig c = small_config(dir);
   c.epochs = 4;
   c.log = dir.file("run.csv");
@@ -116,7 +94,7 @@ TEST_CASE("train seresnext: learns a synthetic image folder, prints top-1/top-5,
 
 TEST_CASE("train seresnext: --resume after 1 epoch equals an uninterrupted 2-epoch run bitwise (mixup, accumulation)") {
   test::TempDir dir("train_seresnext_resume");
-  write_bar_folders(dir, 6);
+  test::write_bar_folders(dir, 6);
   TrainSeresnextConfig full = small_config(dir);
   full.mixup = 0.2;
   full.target_batch = 32;  // 2 micro-batches of 16 per step
@@ -245,7 +223,7 @@ TEST_CASE("train seresnext: mixup's Beta(0.2, 0.2) draws have the right mean and
 
 TEST_CASE("train seresnext: a bad image fails naming its path, or is skipped with --bad-images skip") {
   test::TempDir dir("train_seresnext_bad");
-  write_bar_folders(dir, 3);
+  test::write_bar_folders(dir, 3);
   const std::string bad = (dir.path / "train" / "c0" / "zz_broken.png").string();
   test::write_bytes(bad, {1, 2, 3, 4});
   TrainSeresnextConfig c = small_config(dir);

@@ -3,11 +3,37 @@
 
 #include <catch2/catch.hpp>
 
+#include "datasets/png_write.h"
+#include "ops/ops.h"
+
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace ember::test {
+
+// root/<train|val>/c<k>/<i>.png, `per_class` images per class and split, a little noise.
+void write_bar_folders(const test::TempDir& dir, int per_class) {
+  uint32_t noise = 12345;
+  for (const char* split : {"train", "val"}) {
+    for (int64_t k = 0; k < kBarClasses; ++k) {
+      const std::filesystem::path folder = dir.path / split / ("c" + std::to_string(k));
+      std::filesystem::create_directories(folder);
+      for (int i = 0; i < per_class; ++i) {
+        std::vector<uint8_t> pixels(16 * 16 * 3);
+        for (int64_t y = 0; y < 16; ++y)
+          for (int64_t x = 0; x < 16; ++x)
+            for (int64_t c = 0; c < 3; ++c) {
+              noise = noise * 1664525u + 1013904223u;
+              const bool bar = y == 2 * k + 2 || y == 2 * k + 3;
+              pixels[size_t((y * 16 + x) * 3 + c)] = uint8_t((bar ? 200 : 20) + (noise >> 27));
+            }
+        write_png((folder / (std::to_string(i) + ".png")).string(), tensor(pixels, {16, 16, 3}));
+      }
+    }
+  }
+}
 
 void write_synthetic_mnist(const TempDir& dir, uint32_t n_train, uint32_t n_test) {
   auto split = [&](const std::string& prefix, uint32_t n, uint32_t seed) {
