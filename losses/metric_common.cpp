@@ -35,17 +35,48 @@ Tensor normalize_rows(const Tensor& embeddings) {
   return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));
 }
 
-PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels) {
+Tensor nonfinite_poison(const Tensor& embeddings) {
+  autograd::NoGradGuard no_grad;
+  return sum(mul(embeddings.detach(), 0.0));
+}
+
+namespace {
+
+// Whether some term is counted: sum(counted) > 0, a 0-d bool on the device (no host read).
+Tensor any_counted(const Tensor& counted) { return gt(sum(counted), 0.0); }
+
+// x itself in the forward; the backward passes the gradient while any_counted(counted), else 0
+// (PML's zero_loss: its gradient never meets the NaN of normalising a non-finite row).
+// Note [Non-finite embeddings] in ops/metric_rules.h.
+Tensor zero_gradient_unless_counted(const Tensor& x, const Tensor& counted) {
+  if (!autograd::needs_grad(x)) return x;
+  Tensor out = x.detach();
+  autograd::record("metric_loss_zero_loss_gate", {x}, out, [counted](const Tensor& grad) -> autograd::TensorList {
+    return {masked_fill(grad, logical_not(any_counted(counted)), 0.0)};
+  });
+  return out;
+}
+
+}  // namespace
+
+PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels,
+                                std::optional<Shape> counted_shape) {
   check_embeddings(op, embeddings, labels);
-  return {normalize_rows(embeddings).contiguous(), labels.contiguous(), pair_tiles()};
+  const Tensor counted =
+      counted_shape ? Tensor::empty(*counted_shape, {.dtype = DType::f64, .device = embeddings.device()}) : Tensor();
+  const Tensor x = counted.defined() ? zero_gradient_unless_counted(embeddings, counted) : embeddings;
+  return {normalize_rows(x).contiguous(), labels.contiguous(), pair_tiles(), nonfinite_poison(embeddings), counted};
 }
 
 Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward) {
   if (autograd::needs_grad(in.e))
     autograd::record(op, {in.e}, loss,
-                     [op, es = autograd::save(in.e), backward = std::move(backward)](
-                         const Tensor& grad) -> autograd::TensorList {
-                       return {backward(grad.contiguous(), es.get(op))};
+                     [op, es = autograd::save(in.e), backward = std::move(backward), poison = in.poison,
+                      counted = in.counted](const Tensor& grad) -> autograd::TensorList {
+                       Tensor de = backward(grad.contiguous(), es.get(op));
+                       // Note [Non-finite embeddings]: 0 for finite embeddings (de unchanged).
+                       if (counted.defined()) de = add(de, masked_fill(poison, logical_not(any_counted(counted)), 0.0));
+                       return {de};
                      });
   return loss;
 }
