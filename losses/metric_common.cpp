@@ -1,6 +1,7 @@
 #include "losses/metric_common.h"
 
 #include "autograd/graph.h"
+#include "ops/kernels.h"
 #include "ops/ops.h"
 
 namespace ember {
@@ -36,24 +37,29 @@ Tensor normalize_rows(const Tensor& embeddings) {
 }
 
 Tensor nonfinite_poison(const Tensor& embeddings) {
-  autograd::NoGradGuard no_grad;
-  return sum(mul(embeddings.detach(), 0.0));
+  const Tensor x = embeddings.contiguous();
+  Tensor poison = Tensor::empty({}, x.options());
+  nonfinite_poison_kernel(x.device(), x, poison);
+  return poison;
 }
 
 namespace {
 
-// Whether some term is counted: sum(counted) > 0, a 0-d bool on the device (no host read).
-Tensor any_counted(const Tensor& counted) { return gt(sum(counted), 0.0); }
-
-// x itself in the forward; the backward passes the gradient while any_counted(counted), else 0
-// (PML's zero_loss: its gradient never meets the NaN of normalising a non-finite row).
-// Note [Non-finite embeddings] in ops/metric_rules.h.
-Tensor zero_gradient_unless_counted(const Tensor& x, const Tensor& counted) {
+// x itself in the forward; the backward passes grad + poison while some term is counted, else 0
+// (PML's zero_loss: its gradient never meets the NaN of normalising a non-finite row), in one
+// pass on the device (no host read). Note [Non-finite embeddings] in ops/metric_rules.h: the
+// poison makes every element NaN when a row is non-finite and some term kept, as cdist / matmul
+// do in PyTorch; it is 0 otherwise, leaving finite gradients unchanged.
+Tensor zero_loss_gate(const Tensor& x, const Tensor& counted, const Tensor& poison) {
   if (!autograd::needs_grad(x)) return x;
   Tensor out = x.detach();
-  autograd::record("metric_loss_zero_loss_gate", {x}, out, [counted](const Tensor& grad) -> autograd::TensorList {
-    return {masked_fill(grad, logical_not(any_counted(counted)), 0.0)};
-  });
+  autograd::record("metric_loss_zero_loss_gate", {x}, out,
+                   [counted, poison](const Tensor& grad) -> autograd::TensorList {
+                     const Tensor g = grad.contiguous();
+                     Tensor dx = Tensor::empty(g.shape(), g.options());
+                     zero_loss_gate_kernel(g.device(), g, counted, poison, dx);
+                     return {dx};
+                   });
   return out;
 }
 
@@ -64,19 +70,17 @@ PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const 
   check_embeddings(op, embeddings, labels);
   const Tensor counted =
       counted_shape ? Tensor::empty(*counted_shape, {.dtype = DType::f64, .device = embeddings.device()}) : Tensor();
-  const Tensor x = counted.defined() ? zero_gradient_unless_counted(embeddings, counted) : embeddings;
-  return {normalize_rows(x).contiguous(), labels.contiguous(), pair_tiles(), nonfinite_poison(embeddings), counted};
+  const Tensor poison = nonfinite_poison(embeddings);
+  const Tensor x = counted.defined() ? zero_loss_gate(embeddings, counted, poison) : embeddings;
+  return {normalize_rows(x).contiguous(), labels.contiguous(), pair_tiles(), poison, counted};
 }
 
 Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward) {
   if (autograd::needs_grad(in.e))
     autograd::record(op, {in.e}, loss,
-                     [op, es = autograd::save(in.e), backward = std::move(backward), poison = in.poison,
-                      counted = in.counted](const Tensor& grad) -> autograd::TensorList {
-                       Tensor de = backward(grad.contiguous(), es.get(op));
-                       // Note [Non-finite embeddings]: 0 for finite embeddings (de unchanged).
-                       if (counted.defined()) de = add(de, masked_fill(poison, logical_not(any_counted(counted)), 0.0));
-                       return {de};
+                     [op, es = autograd::save(in.e), backward = std::move(backward)](
+                         const Tensor& grad) -> autograd::TensorList {
+                       return {backward(grad.contiguous(), es.get(op))};
                      });
   return loss;
 }

@@ -300,6 +300,13 @@ void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labe
 // x: contiguous f32/f64, any shape -> out: (3) i64 contiguous on x's device: [number of NaN
 // elements, number of infinite elements, flat index of the first non-finite element or -1].
 void count_nonfinite(const Tensor& x, const Tensor& out);
+// The metric losses' poison and gate (Note [Non-finite embeddings] in ops/metric_rules.h):
+// x: contiguous f32/f64, any shape -> poison: 0-d, x's dtype: PML's zero_loss sum(x * 0), i.e. 0
+// when every element is finite, else NaN.
+void nonfinite_poison(const Tensor& x, const Tensor& poison);
+// grad: contiguous f32/f64, counted: (k) f64 contiguous (term counts, >= 0), poison: 0-d grad's
+// dtype -> out (grad's shape, contiguous): grad + poison when some count is > 0, else 0.
+void zero_loss_gate(const Tensor& grad, const Tensor& counted, const Tensor& poison, const Tensor& out);
 
 }  // namespace ember::cpu
 
@@ -366,6 +373,8 @@ EMBER_DEVICE_KERNEL(triplet_mined_backward);
 EMBER_DEVICE_KERNEL(scale_add_relu_forward);
 EMBER_DEVICE_KERNEL(scale_add_relu_backward);
 EMBER_DEVICE_KERNEL(count_nonfinite);
+EMBER_DEVICE_KERNEL(nonfinite_poison);
+EMBER_DEVICE_KERNEL(zero_loss_gate);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

@@ -185,11 +185,11 @@ EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double mar
 //     NaN pairs give 0 * NaN: every element of de is NaN;
 //   - a reducer without a threshold (MeanReducer) keeps the NaN terms: NaN value and gradient.
 // ember's rule, one "poison" scalar p = sum(embeddings * 0) computed on the device
-// (losses/metric_common.h, nonfinite_poison): the forward kernels return p instead of 0 for a
-// part with no term (nonfinite_part below); the loss's node adds p to every element of de when
-// some term was counted (p is 0 for finite rows, so finite results are unchanged), and a gate
-// below the normalisation passes the gradient only then, else 0, as PML's zero_loss does. No
-// value is read on the host. The batch-hard miner's arg-max prefers NaN (ArgMax) as
+// (losses/metric_common.h; the nonfinite_poison kernel): the forward kernels return p instead of
+// 0 for a part with no term (nonfinite_part below); a gate below the normalisation (the
+// zero_loss_gate kernel) makes the embeddings' gradient grad + p when some term was counted (all
+// NaN for a non-finite row, unchanged for finite rows, where p is 0), else 0 everywhere, as PML's
+// zero_loss does. One O(B D) pass each way and no value read on the host. The batch-hard miner's arg-max prefers NaN (ArgMax) as
 // torch.max does, so the anchors that meet the NaN row mine NaN triplets, which are dropped.
 template <class T>
 EMBER_HOST_DEVICE double nonfinite_part(double sum, double count, T poison) {
