@@ -183,14 +183,18 @@ EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double mar
 //     sum(embeddings * 0) does not pass through the normalisation);
 //   - when a term is kept, its gradient flows back through cdist / matmul, where the dropped
 //     NaN pairs give 0 * NaN: every element of de is NaN;
-//   - a reducer without a threshold (MeanReducer) keeps the NaN terms: NaN value and gradient.
+//   - a reducer without a threshold (MeanReducer: NT-Xent, MultiSimilarity, ArcFace; Proxy-
+//     Anchor's DivisorReducer) keeps the NaN terms: NaN value and gradient, which the kernels
+//     give as they are (ArcFace: only the bad row's gradient is NaN, and all of W's).
 // ember's rule, one "poison" scalar p = sum(embeddings * 0) computed on the device
 // (losses/metric_common.h; the nonfinite_poison kernel): the forward kernels return p instead of
 // 0 for a part with no term (nonfinite_part below); a gate below the normalisation (the
 // zero_loss_gate kernel) makes the embeddings' gradient grad + p when some term was counted (all
 // NaN for a non-finite row, unchanged for finite rows, where p is 0), else 0 everywhere, as PML's
-// zero_loss does. One O(B D) pass each way and no value read on the host. The batch-hard miner's arg-max prefers NaN (ArgMax) as
-// torch.max does, so the anchors that meet the NaN row mine NaN triplets, which are dropped.
+// zero_loss does. One O(B D) pass each way and no value read on the host. The batch-hard
+// miner's arg-max prefers NaN (ArgMax) as torch.max does, so the anchors that meet the NaN row
+// mine NaN triplets, which AvgNonZeroReducer then drops. The CPU's GEMM distances keep NaN
+// (never clamped to d = 0) and its sorted triplet path keeps NaN out of its sorts.
 template <class T>
 EMBER_HOST_DEVICE double nonfinite_part(double sum, double count, T poison) {
   return count > 0 ? sum / count : double(poison);

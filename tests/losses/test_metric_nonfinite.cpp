@@ -2,8 +2,8 @@
 // ops/metric_rules.h): with one NaN row, or one inf element, the loss value and which gradient
 // elements are NaN follow PyTorch 1.13 + pytorch-metric-learning 2.8.1, on the CPU and on cuda.
 //
-// What PyTorch + PML give was found by running PML 2.8.1 itself (its source, losses.<Name>Loss()
-// and miners.BatchHardMiner() with default options) on a (8, 5) f64 batch, labels
+// What PyTorch + PML give was found by running PML 2.8.1 itself (tests/losses/pml_nonfinite_check.py:
+// losses.<Name>Loss() and miners.BatchHardMiner(), default options) on a (8, 5) f64 batch, labels
 // {0, 1, 2, 0, 1, 2, 0, 3}, row 2 NaN or element (2, 1) inf; and on the small batches below:
 //   contrastive, triplet    value = the loss of the batch without the bad row (its terms are NaN
 //                           and AvgNonZeroReducer drops them); every gradient element NaN
