@@ -7,11 +7,11 @@ namespace ember {
 
 Tensor contrastive_loss(const Tensor& embeddings, const Tensor& labels, ContrastiveOptions options) {
   constexpr const char* kOp = "contrastive_loss";
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
-  const Tensor counts = Tensor::empty({2}, {.dtype = DType::f64, .device = in.e.device()});
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{2});
+  const Tensor counts = in.counted;  // [P, N]
   Tensor loss = Tensor::empty({}, in.e.options());
-  contrastive_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.pos_margin, options.neg_margin, counts,
-                             loss);
+  contrastive_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.pos_margin, options.neg_margin,
+                             in.poison, counts, loss);
   const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
   const PairTiles& tiles = in.tiles;
   return record_pair_loss(kOp, in, loss, [=](const Tensor& grad, const Tensor& e) {

@@ -1,6 +1,7 @@
 #include "losses/metric_common.h"
 
 #include "autograd/graph.h"
+#include "ops/kernels.h"
 #include "ops/ops.h"
 
 namespace ember {
@@ -35,9 +36,43 @@ Tensor normalize_rows(const Tensor& embeddings) {
   return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));
 }
 
-PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels) {
+Tensor nonfinite_poison(const Tensor& embeddings) {
+  const Tensor x = embeddings.contiguous();
+  Tensor poison = Tensor::empty({}, x.options());
+  nonfinite_poison_kernel(x.device(), x, poison);
+  return poison;
+}
+
+namespace {
+
+// x itself in the forward; the backward passes grad + poison while some term is counted, else 0
+// (PML's zero_loss: its gradient never meets the NaN of normalising a non-finite row), in one
+// pass on the device (no host read). Note [Non-finite embeddings] in ops/metric_rules.h: the
+// poison makes every element NaN when a row is non-finite and some term kept, as cdist / matmul
+// do in PyTorch; it is 0 otherwise, leaving finite gradients unchanged.
+Tensor zero_loss_gate(const Tensor& x, const Tensor& counted, const Tensor& poison) {
+  if (!autograd::needs_grad(x)) return x;
+  Tensor out = x.detach();
+  autograd::record("metric_loss_zero_loss_gate", {x}, out,
+                   [counted, poison](const Tensor& grad) -> autograd::TensorList {
+                     const Tensor g = grad.contiguous();
+                     Tensor dx = Tensor::empty(g.shape(), g.options());
+                     zero_loss_gate_kernel(g.device(), g, counted, poison, dx);
+                     return {dx};
+                   });
+  return out;
+}
+
+}  // namespace
+
+PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels,
+                                std::optional<Shape> counted_shape) {
   check_embeddings(op, embeddings, labels);
-  return {normalize_rows(embeddings).contiguous(), labels.contiguous(), pair_tiles()};
+  const Tensor counted =
+      counted_shape ? Tensor::empty(*counted_shape, {.dtype = DType::f64, .device = embeddings.device()}) : Tensor();
+  const Tensor poison = nonfinite_poison(embeddings);
+  const Tensor x = counted.defined() ? zero_loss_gate(embeddings, counted, poison) : embeddings;
+  return {normalize_rows(x).contiguous(), labels.contiguous(), pair_tiles(), poison, counted};
 }
 
 Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward) {

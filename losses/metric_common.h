@@ -4,14 +4,15 @@
 //   Tensor e = normalize_rows(emb);                  // rows / max(||row||, 1e-12), differentiable
 //   check_class_weights("arcface_loss", "W", W, 0, emb);   // W (D, C): D along dim 0
 //
-//   const PairLossInputs in = pair_loss_inputs("ntxent_loss", emb, labels);   // checked, normalised
-//   Tensor loss = ...;                                   // the forward kernel on in.e, in.labels
+//   const PairLossInputs in = pair_loss_inputs("ntxent_loss", emb, labels, Shape{});  // checked, normalised
+//   Tensor loss = ...;                  // the forward kernel on in.e, in.labels, in.poison -> in.counted
 //   return record_pair_loss("ntxent_loss", in, loss, [=](const Tensor& grad, const Tensor& e) {
 //     ...                                                // the backward kernel -> de
 //   });
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "core/tensor.h"
 #include "ops/pair_tiles.h"
@@ -36,13 +37,27 @@ void check_class_weights(const char* op, const char* name, const Tensor& weights
 // Note [One node per loss]: every pair loss has the same shape: check the inputs, normalise the
 // rows, run its forward kernel on the contiguous normalised rows e, and record ONE autograd node
 // on e whose backward runs its backward kernel (normalisation's own nodes carry the gradient on to
-// the embeddings). These two helpers are that shape.
+// the embeddings; the only other node is the gate of Note [Non-finite embeddings] below the
+// normalisation). These two helpers are that shape.
+//
+// Note [Non-finite embeddings] (ops/metric_rules.h) is carried here for the losses whose reducer
+// drops terms or has a zero_loss path: `counted`, f64 of the shape the loss asks for, is where
+// its forward kernel writes how many terms it averages (per part); a gate below the
+// normalisation makes the embeddings' gradient 0 everywhere while no term is counted, else adds
+// `poison` to every element. An undefined `counted` (counted_shape nullopt) turns the gate off.
 struct PairLossInputs {
   Tensor e;          // (B, D) contiguous L2-normalised rows, recorded by autograd
   Tensor labels;     // (B) i64 contiguous
   PairTiles tiles;   // the tile setting at the call (the backward uses the same)
+  Tensor poison;     // 0-d, e's dtype and device: nonfinite_poison(embeddings)
+  Tensor counted;    // f64 on e's device, uninitialised: the loss's term counts, or undefined
 };
-PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels);
+PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const Tensor& labels,
+                                std::optional<Shape> counted_shape);
+
+// sum(embeddings * 0) on the embeddings' device, not recorded: 0, or NaN when an element is NaN
+// or inf (PML's zero_loss; Note [Non-finite embeddings] in ops/metric_rules.h).
+Tensor nonfinite_poison(const Tensor& embeddings);
 
 // Records loss = f(in.e) with backward(grad (0-d, contiguous), e) -> de when e needs grad; returns
 // loss. The closure holds what the backward kernel needs (statistics, counts, options).

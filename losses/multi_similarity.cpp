@@ -9,7 +9,7 @@ namespace ember {
 
 Tensor multi_similarity_loss(const Tensor& embeddings, const Tensor& labels, MultiSimilarityOptions options) {
   constexpr const char* kOp = "multi_similarity_loss";
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, std::nullopt);  // MeanReducer: no zero_loss
   EMBER_CHECK(options.alpha > 0 && std::isfinite(options.alpha), kOp, ": expected a finite alpha > 0, got ",
               options.alpha);
   EMBER_CHECK(options.beta > 0 && std::isfinite(options.beta), kOp, ": expected a finite beta > 0, got ",

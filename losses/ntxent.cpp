@@ -7,12 +7,13 @@ namespace ember {
 
 Tensor ntxent_loss(const Tensor& embeddings, const Tensor& labels, NTXentOptions options) {
   constexpr const char* kOp = "ntxent_loss";
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   EMBER_CHECK(options.temperature > 0, kOp, ": expected temperature > 0, got ", options.temperature);
   const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};
-  const Tensor stats = Tensor::empty({in.e.size(0), 2}, f64), pairs = Tensor::empty({}, f64);
+  const Tensor stats = Tensor::empty({in.e.size(0), 2}, f64), pairs = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
-  ntxent_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.temperature, stats, loss, pairs);
+  ntxent_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.temperature, in.poison, stats, loss,
+                        pairs);
   const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
   const PairTiles& tiles = in.tiles;
   return record_pair_loss(kOp, in, loss, [=, t = options.temperature](const Tensor& grad, const Tensor& e) {

@@ -7,12 +7,13 @@ namespace ember {
 
 Tensor supcon_loss(const Tensor& embeddings, const Tensor& labels, SupConOptions options) {
   constexpr const char* kOp = "supcon_loss";
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   EMBER_CHECK(options.temperature > 0, kOp, ": expected temperature > 0, got ", options.temperature);
   const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};
-  const Tensor stats = Tensor::empty({in.e.size(0), 3}, f64), anchors = Tensor::empty({}, f64);
+  const Tensor stats = Tensor::empty({in.e.size(0), 3}, f64), anchors = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
-  supcon_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.temperature, stats, loss, anchors);
+  supcon_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.temperature, in.poison, stats, loss,
+                        anchors);
   const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
   const PairTiles& tiles = in.tiles;
   return record_pair_loss(kOp, in, loss, [=, t = options.temperature](const Tensor& grad, const Tensor& e) {

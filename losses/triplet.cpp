@@ -41,10 +41,10 @@ void check_triplets(const Triplets& t, const Tensor& embeddings) {
 }  // namespace
 
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, TripletOptions options) {
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
-  const Tensor triplets = Tensor::empty({}, {.dtype = DType::f64, .device = in.e.device()});
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
+  const Tensor triplets = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
-  triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, loss, triplets);
+  triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, in.poison, loss, triplets);
   const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
   const PairTiles& tiles = in.tiles;
   return record_pair_loss(kOp, in, loss, [=, m = options.margin](const Tensor& grad, const Tensor& e) {
@@ -56,13 +56,13 @@ Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, Tripl
 
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, const Triplets& mined,
                            TripletOptions options) {
-  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels);
   check_triplets(mined, embeddings);
+  const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   const Tensor a = mined.anchor.contiguous(), p = mined.positive.contiguous(), n = mined.negative.contiguous();
   const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};
-  const Tensor dists = Tensor::empty({a.size(0), 2}, f64), triplets = Tensor::empty({}, f64);
+  const Tensor dists = Tensor::empty({a.size(0), 2}, f64), triplets = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
-  triplet_mined_forward_kernel(in.e.device(), in.e, a, p, n, options.margin, dists, loss, triplets);
+  triplet_mined_forward_kernel(in.e.device(), in.e, a, p, n, options.margin, in.poison, dists, loss, triplets);
   return record_pair_loss(kOp, in, loss, [=, m = options.margin](const Tensor& grad, const Tensor& e) {
     Tensor de = Tensor::empty(e.shape(), e.options());
     triplet_mined_backward_kernel(e.device(), grad, e, a, p, n, m, dists, triplets, de);

@@ -225,9 +225,11 @@ void multi_similarity_backward(const PairTiles& tiles, const Tensor& grad, const
 // Contrastive (L2 distances d_ij = ||e_i - e_j||, Note [L2 distances] in ops/metric_rules.h) ->
 // counts (2) f64: [P, N], the positive-pair terms relu(d_ij - pos_margin) > 0 and the
 // negative-pair terms relu(neg_margin - d_ij) > 0 (both orders of a pair count); loss (0-d, e's
-// dtype): sum of the positive terms / P (0 when P is 0) + sum of the negative terms / N (likewise).
+// dtype): sum of the positive terms / P (poison when P is 0) + sum of the negative terms / N
+// (likewise). poison (0-d, e's dtype): sum(embeddings * 0), Note [Non-finite embeddings] in
+// ops/metric_rules.h (the same for every loss below that takes it).
 void contrastive_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double pos_margin,
-                         double neg_margin, const Tensor& counts, const Tensor& loss);
+                         double neg_margin, const Tensor& poison, const Tensor& counts, const Tensor& loss);
 // grad (0-d, e's dtype), e, labels, counts as above -> de (B, D) = grad * dloss/de.
 void contrastive_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
                           double pos_margin, double neg_margin, const Tensor& counts, const Tensor& de);
@@ -236,9 +238,10 @@ void contrastive_backward(const PairTiles& tiles, const Tensor& grad, const Tens
 // NT-Xent -> stats (B, 2) f64: per anchor i [lse_i, G_i], lse_i = log sum over its negatives k of
 // exp(s_ik / t), G_i = the sum over its positive pairs of dloss/dz; loss (0-d, e's dtype): the
 // mean over positive pairs (i, j) of -log(sigmoid(s_ij / t - lse_i) + small_val); pairs (0-d f64):
-// their number. A batch without a positive or without a negative pair gives loss 0 and pairs 0.
+// their number. A batch without a positive or without a negative pair gives loss poison and
+// pairs 0.
 void ntxent_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                    const Tensor& stats, const Tensor& loss, const Tensor& pairs);
+                    const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& pairs);
 // grad (0-d, e's dtype), e, labels, stats, pairs as above -> de (B, D) = grad * dloss/de (0 when
 // pairs is 0).
 void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
@@ -259,9 +262,9 @@ void proxy_anchor_backward(const PairTiles& tiles, const Tensor& grad, const Ten
 // j != i of exp(s_ij / t), P_i its positives, loss_i = supcon_anchor_loss (ops/metric_rules.h);
 // loss (0-d, e's dtype): the mean of the anchors' losses that are > 0 (PML's AvgNonZeroReducer);
 // anchors (0-d f64): their number. A batch without a positive or without a negative pair, or
-// with no anchor loss > 0, gives loss 0 and anchors 0.
+// with no anchor loss > 0, gives loss poison and anchors 0.
 void supcon_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                    const Tensor& stats, const Tensor& loss, const Tensor& anchors);
+                    const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& anchors);
 // grad (0-d, e's dtype), e, labels, stats, anchors as above -> de (B, D) = grad * dloss/de (0
 // when anchors is 0).
 void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
@@ -269,11 +272,11 @@ void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e
 
 //
 // Triplet margin over every triplet (a, p, n), p a positive and n a negative of a (L2 distances)
-// -> loss (0-d, e's dtype): the mean of the terms relu(d_ap - d_an + margin) > 0, 0 when none;
+// -> loss (0-d, e's dtype): the mean of the terms relu(d_ap - d_an + margin) > 0, poison when none;
 // triplets (0-d f64): their number. The triplets are never listed: per anchor, its negatives'
 // distances are sorted (CPU) or scanned (CUDA) for each positive's threshold d_ap + margin.
 void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
-                     const Tensor& loss, const Tensor& triplets);
+                     const Tensor& poison, const Tensor& loss, const Tensor& triplets);
 // grad (0-d), e, labels, triplets as above -> de (B, D) = grad * dloss/de. Anchors are swept in
 // blocks of tiles.rows: a block's coefficients (rows, B) go to its anchors' rows and to every
 // other row, so nothing is held beyond rows x B.
@@ -282,19 +285,28 @@ void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& 
 // Given triplets: anchors, positives, negatives (T) i64 in [0, B) -> dists (T, 2) f64 [d_ap, d_an],
 // loss (0-d, e's dtype) and triplets (0-d f64) as above, over these T triplets.
 void triplet_mined_forward(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
-                           double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets);
+                           double margin, const Tensor& poison, const Tensor& dists, const Tensor& loss,
+                           const Tensor& triplets);
 // grad (0-d), e, the indices, dists, triplets as above -> de (B, D) = grad * dloss/de.
 void triplet_mined_backward(const Tensor& grad, const Tensor& e, const Tensor& anchors, const Tensor& positives,
                             const Tensor& negatives, double margin, const Tensor& dists, const Tensor& triplets,
                             const Tensor& de);
 // BatchHardMiner -> hardest (B, 2) i64: per anchor i the positive with the largest d_ij and the
-// negative with the smallest (ties: the smaller index), -1 where i has none.
+// negative with the smallest (ties: the smaller index; NaN wins, as with torch.max: ArgMax in
+// ops/metric_rules.h), -1 where i has none.
 void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labels, const Tensor& hardest);
 
 // ---- non-finite values (nonfinite.cpp; anomaly mode, Note [Anomaly mode] in autograd/anomaly_mode.cpp) ----
 // x: contiguous f32/f64, any shape -> out: (3) i64 contiguous on x's device: [number of NaN
 // elements, number of infinite elements, flat index of the first non-finite element or -1].
 void count_nonfinite(const Tensor& x, const Tensor& out);
+// The metric losses' poison and gate (Note [Non-finite embeddings] in ops/metric_rules.h):
+// x: contiguous f32/f64, any shape -> poison: 0-d, x's dtype: PML's zero_loss sum(x * 0), i.e. 0
+// when every element is finite, else NaN.
+void nonfinite_poison(const Tensor& x, const Tensor& poison);
+// grad: contiguous f32/f64, counted: (k) f64 contiguous (term counts, >= 0), poison: 0-d grad's
+// dtype -> out (grad's shape, contiguous): grad + poison when some count is > 0, else 0.
+void zero_loss_gate(const Tensor& grad, const Tensor& counted, const Tensor& poison, const Tensor& out);
 
 }  // namespace ember::cpu
 
@@ -361,6 +373,8 @@ EMBER_DEVICE_KERNEL(triplet_mined_backward);
 EMBER_DEVICE_KERNEL(scale_add_relu_forward);
 EMBER_DEVICE_KERNEL(scale_add_relu_backward);
 EMBER_DEVICE_KERNEL(count_nonfinite);
+EMBER_DEVICE_KERNEL(nonfinite_poison);
+EMBER_DEVICE_KERNEL(zero_loss_gate);
 
 // Copies between two contiguous tensors of one dtype on different devices. Installed by the
 // CUDA backend (ops/cuda/cross_device_copy.cpp); null when there is only the CPU.

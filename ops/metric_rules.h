@@ -171,6 +171,35 @@ EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double mar
 }
 
 
+// Note [Non-finite embeddings]: issue #12 wants a NaN or inf in the embeddings to show in the
+// loss and its gradient exactly as in PyTorch + PML 2.8.1, so that a diverging run never looks
+// healthy. There, F.normalize makes such a row NaN (an inf element gives NaN there and 0
+// elsewhere), so every distance or similarity with it is NaN, and:
+//   - a hinge term relu(NaN) is NaN, and AvgNonZeroReducer keeps only the terms > 0: the NaN
+//     terms are dropped (contrastive_term, triplet_active and supcon_weight test `> 0` / `<`,
+//     which NaN fails, so the kernels drop them as they are);
+//   - a part with no term left, or no term at all, is PML's zero_loss, sum(embeddings * 0):
+//     0 for finite embeddings, NaN otherwise, and its gradient is 0 everywhere (the graph of
+//     sum(embeddings * 0) does not pass through the normalisation);
+//   - when a term is kept, its gradient flows back through cdist / matmul, where the dropped
+//     NaN pairs give 0 * NaN: every element of de is NaN;
+//   - a reducer without a threshold (MeanReducer: NT-Xent, MultiSimilarity, ArcFace; Proxy-
+//     Anchor's DivisorReducer) keeps the NaN terms: NaN value and gradient, which the kernels
+//     give as they are (ArcFace: only the bad row's gradient is NaN, and all of W's).
+// ember's rule, one "poison" scalar p = sum(embeddings * 0) computed on the device
+// (losses/metric_common.h; the nonfinite_poison kernel): the forward kernels return p instead of
+// 0 for a part with no term (nonfinite_part below); a gate below the normalisation (the
+// zero_loss_gate kernel) makes the embeddings' gradient grad + p when some term was counted (all
+// NaN for a non-finite row, unchanged for finite rows, where p is 0), else 0 everywhere, as PML's
+// zero_loss does. One O(B D) pass each way and no value read on the host. The batch-hard
+// miner's arg-max prefers NaN (ArgMax) as torch.max does, so the anchors that meet the NaN row
+// mine NaN triplets, which AvgNonZeroReducer then drops. The CPU's GEMM distances keep NaN
+// (never clamped to d = 0) and its sorted triplet path keeps NaN out of its sorts.
+template <class T>
+EMBER_HOST_DEVICE double nonfinite_part(double sum, double count, T poison) {
+  return count > 0 ? sum / count : double(poison);
+}
+
 // ---- L2 distances (contrastive, triplet, batch-hard mining) ------------------------------------
 // Note [L2 distances]: PML's LpDistance is torch.cdist(e, e, p=2) on the normalised rows,
 // d_ij = ||e_i - e_j||. Its gradient with respect to e_i is dloss/dd_ij (e_i - e_j) / d_ij, and 0
@@ -184,22 +213,30 @@ EMBER_HOST_DEVICE double proxy_anchor_weight(bool positive, double s, double mar
 // |e_i|^2 + |e_j|^2 (d below about 0.2 for unit rows).
 EMBER_HOST_DEVICE bool is_near_pair(double d2, double n_i, double n_j) { return d2 <= 0.02 * (n_i + n_j); }
 
-// d^2 from the squared norms and the dot product, never below 0.
+// d^2 from the squared norms and the dot product, never below 0; NaN stays NaN (Note
+// [Non-finite embeddings]: a pair with a non-finite row must not look like d = 0).
 EMBER_HOST_DEVICE double squared_distance_from_dot(double s, double n_i, double n_j) {
   const double d2 = n_i + n_j - 2 * s;
-  return d2 > 0 ? d2 : 0;
+  return d2 < 0 ? 0 : d2;
 }
 
 // The coefficient of (e_i - e_j) in dloss/de_i when dloss/dd_ij = g: g / d, and 0 at d == 0.
 EMBER_HOST_DEVICE double distance_coefficient(double g, double d) { return d > 0 ? g / d : 0; }
 
 // The running arg-max of a stream of (value, index): a larger value wins, a tie keeps the
-// smaller index (batch-hard mining's hardest positive with d, hardest negative with -d).
+// smaller index (batch-hard mining's hardest positive with d, hardest negative with -d). NaN
+// wins over every number, as with torch.max (the smallest index among NaNs): an anchor whose
+// search meets a non-finite row mines a NaN triplet (Note [Non-finite embeddings]).
 struct ArgMax {
   double value = -INFINITY;
   int64_t index = -1;
   EMBER_HOST_DEVICE void offer(double v, int64_t i) {
-    if (index < 0 || v > value || (v == value && i < index)) value = v, index = i;
+    const bool v_nan = v != v;
+    if (index >= 0 && value != value) {  // a NaN is held: only a NaN of smaller index replaces it
+      if (v_nan && i < index) value = v, index = i;
+    } else if (index < 0 || v_nan || v > value || (v == value && i < index)) {
+      value = v, index = i;
+    }
   }
   EMBER_HOST_DEVICE void merge(const ArgMax& o) {
     if (o.index >= 0) offer(o.value, o.index);

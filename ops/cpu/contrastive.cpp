@@ -19,7 +19,7 @@ namespace {
 
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double pos_margin,
-                   double neg_margin, const Tensor& counts, const Tensor& loss) {
+                   double neg_margin, const Tensor& poison, const Tensor& counts, const Tensor& loss) {
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
@@ -66,8 +66,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   double sums[4] = {0, 0, 0, 0};
   for (int64_t i = 0; i < B; ++i)
     for (int k = 0; k < 4; ++k) sums[k] += row[4 * i + k];
-  const double pos = sums[1] > 0 ? sums[0] / sums[1] : 0, neg = sums[3] > 0 ? sums[2] / sums[3] : 0;
-  loss.data<T>()[0] = T(pos + neg);
+  // A part without terms is the poison (Note [Non-finite embeddings]); NaN terms never pass `> 0`.
+  const T p = poison.data<T>()[0];
+  loss.data<T>()[0] = T(nonfinite_part(sums[0], sums[1], p) + nonfinite_part(sums[2], sums[3], p));
   counts.data<double>()[0] = sums[1], counts.data<double>()[1] = sums[3];
 }
 
@@ -141,9 +142,9 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
 }  // namespace
 
 void contrastive_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double pos_margin,
-                         double neg_margin, const Tensor& counts, const Tensor& loss) {
+                         double neg_margin, const Tensor& poison, const Tensor& counts, const Tensor& loss) {
   dispatch_float(e.dtype(), "contrastive_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, labels, pos_margin, neg_margin, counts, loss);
+    forward_typed<T>(tiles, e, labels, pos_margin, neg_margin, poison, counts, loss);
   });
 }
 

@@ -2,6 +2,8 @@
 // Chunks first test all their elements with a branch-free (vectorised) loop and tally one by
 // one only when that finds something, so the usual all-finite tensor costs one streaming pass.
 // Chunks combine by sums and a minimum, so the result does not depend on the thread count.
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "core/parallel.h"
@@ -24,6 +26,36 @@ NonfiniteTally tally_range(const T* x, int64_t begin, int64_t end) {
 }
 
 }  // namespace
+
+// Note [Non-finite embeddings] (ops/metric_rules.h): one branch-free pass that counts the
+// elements with x * 0 != 0 (NaN and inf), then 0 or NaN.
+void nonfinite_poison(const Tensor& x, const Tensor& poison) {
+  dispatch_float(x.dtype(), "nonfinite_poison", [&]<class T>(TypeTag<T>) {
+    const T* data = x.data<T>();
+    std::atomic<int64_t> found{0};
+    parallel_for(0, x.numel(), kChunk, [&](int64_t begin, int64_t end) {
+      int64_t part = 0;
+      for (int64_t i = begin; i < end; ++i) part += !(data[i] * T(0) == T(0));
+      found += part;
+    });
+    poison.data<T>()[0] = found > 0 ? T(NAN) : T(0);
+  });
+}
+
+void zero_loss_gate(const Tensor& grad, const Tensor& counted, const Tensor& poison, const Tensor& out) {
+  dispatch_float(grad.dtype(), "zero_loss_gate", [&]<class T>(TypeTag<T>) {
+    const double* c = counted.data<double>();
+    bool any = false;
+    for (int64_t k = 0; k < counted.numel(); ++k) any |= c[k] > 0;
+    const T* g = grad.data<T>();
+    T* o = out.data<T>();
+    const T p = poison.data<T>()[0];
+    const int64_t n = out.numel();  // hoisted: the stores through o would otherwise reload it
+    if (!any) std::fill(o, o + n, T(0));
+    else
+      for (int64_t i = 0; i < n; ++i) o[i] = g[i] + p;
+  });
+}
 
 void count_nonfinite(const Tensor& x, const Tensor& out) {
   dispatch_float(x.dtype(), "count_nonfinite", [&]<class T>(TypeTag<T>) {

@@ -21,7 +21,7 @@ namespace {
 
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                   const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
+                   const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
@@ -70,7 +70,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     any_negative |= st[2 * i] != -INFINITY;
   }
   const bool defined = positives > 0 && any_negative;
-  loss.data<T>()[0] = defined ? T(total / positives) : T(0);
+  loss.data<T>()[0] = defined ? T(total / positives) : poison.data<T>()[0];  // Note [Non-finite embeddings]
   pairs.data<double>()[0] = defined ? positives : 0;
 }
 
@@ -122,9 +122,9 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
 }  // namespace
 
 void ntxent_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                    const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
+                    const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
   dispatch_float(e.dtype(), "ntxent_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, labels, temperature, stats, loss, pairs);
+    forward_typed<T>(tiles, e, labels, temperature, poison, stats, loss, pairs);
   });
 }
 

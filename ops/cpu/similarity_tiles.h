@@ -240,7 +240,7 @@ void distance_tile(const T* A, const T* B, const double* na, const double* nb, i
     for (int64_t k = 0; k < c1 - c0; ++k) {
       const T d2 = T(ni + nc[k] - 2 * double(o[k]));  // squared_distance_from_dot, clamped below
       const bool is_near = d2 <= T(0.02 * (ni + nc[k]));
-      const T root = std::sqrt(d2 > T(0) ? d2 : T(0));
+      const T root = std::sqrt(d2 < T(0) ? T(0) : d2);  // NaN stays NaN (Note [Non-finite embeddings])
       near += is_near ? 1 : 0;
       o[k] = is_near ? T(-1) : root;
     }

@@ -21,7 +21,7 @@ namespace {
 
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                   const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
+                   const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
   const int64_t B = e.size(0), D = e.size(1);
   const int64_t* y = labels.data<int64_t>();
   double* st = stats.data<double>();  // (B, 3): [lse_i, P_i, loss_i]
@@ -61,7 +61,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     any_negative |= P < double(B - 1);
   }
   const bool defined = positives > 0 && any_negative && kept > 0;
-  loss.data<T>()[0] = defined ? T(total / kept) : T(0);
+  loss.data<T>()[0] = defined ? T(total / kept) : poison.data<T>()[0];  // Note [Non-finite embeddings]
   anchors.data<double>()[0] = defined ? kept : 0;
 }
 
@@ -108,9 +108,9 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
 }  // namespace
 
 void supcon_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double temperature,
-                    const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
+                    const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
   dispatch_float(e.dtype(), "supcon_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, labels, temperature, stats, loss, anchors);
+    forward_typed<T>(tiles, e, labels, temperature, poison, stats, loss, anchors);
   });
 }
 

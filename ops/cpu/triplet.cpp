@@ -69,8 +69,12 @@ struct AnchorTriplets {
   void build(const T* d, const int64_t* y, int64_t B, int64_t a, double margin, bool with_negative_counts) {
     num_negatives = num_positives = 0;
     for (int64_t j = 0; j < B; ++j) {
-      if (y[j] != y[a]) negatives[num_negatives++] = double(d[j]);
-      else if (j != a) thresholds[num_positives++] = triplet_threshold(double(d[j]), margin);
+      // A NaN distance (Note [Non-finite embeddings]) makes terms that never count: NaN fails
+      // d_an < t. So do +inf as a negative and -1 as a threshold (distances are >= 0), which
+      // sort, unlike NaN, and add 0 to the sums (active * t is 0 * -1).
+      const double dj = double(d[j]);
+      if (y[j] != y[a]) negatives[num_negatives++] = dj == dj ? dj : INFINITY;
+      else if (j != a) thresholds[num_positives++] = dj == dj ? triplet_threshold(dj, margin) : -1.0;
     }
     if (num_positives <= kMaxScannedPositives) scan(with_negative_counts);
     else search(with_negative_counts);
@@ -135,8 +139,8 @@ void distance_rows(const PairTiles& tiles, const T* E, const double* n, int64_t 
 }
 
 template <class T>
-void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& loss,
-                   const Tensor& triplets) {
+void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                   const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
@@ -165,7 +169,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
 
   double total = 0, count = 0;
   for (int64_t a = 0; a < B; ++a) total += row[2 * a], count += row[2 * a + 1];
-  loss.data<T>()[0] = count > 0 ? T(total / count) : T(0);
+  loss.data<T>()[0] = T(nonfinite_part(total, count, poison.data<T>()[0]));  // Note [Non-finite embeddings]
   triplets.data<double>()[0] = count;
 }
 
@@ -245,7 +249,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
 
 template <class T>
 void mined_forward_typed(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
-                         double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets) {
+                         double margin, const Tensor& poison, const Tensor& dists, const Tensor& loss,
+                         const Tensor& triplets) {
   const int64_t T_ = anchors.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t *A = anchors.data<int64_t>(), *P = positives.data<int64_t>(), *N = negatives.data<int64_t>();
@@ -259,7 +264,7 @@ void mined_forward_typed(const Tensor& e, const Tensor& anchors, const Tensor& p
     const double th = triplet_threshold(dist[2 * t], margin);
     if (triplet_active(th, dist[2 * t + 1])) total += th - dist[2 * t + 1], count += 1;
   }
-  loss.data<T>()[0] = count > 0 ? T(total / count) : T(0);
+  loss.data<T>()[0] = T(nonfinite_part(total, count, poison.data<T>()[0]));  // Note [Non-finite embeddings]
   triplets.data<double>()[0] = count;
 }
 
@@ -340,10 +345,10 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
 
 }  // namespace
 
-void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& loss,
-                     const Tensor& triplets) {
+void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                     const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, labels, margin, loss, triplets);
+    forward_typed<T>(tiles, e, labels, margin, poison, loss, triplets);
   });
 }
 
@@ -355,9 +360,10 @@ void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& 
 }
 
 void triplet_mined_forward(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
-                           double margin, const Tensor& dists, const Tensor& loss, const Tensor& triplets) {
+                           double margin, const Tensor& poison, const Tensor& dists, const Tensor& loss,
+                           const Tensor& triplets) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
-    mined_forward_typed<T>(e, anchors, positives, negatives, margin, dists, loss, triplets);
+    mined_forward_typed<T>(e, anchors, positives, negatives, margin, poison, dists, loss, triplets);
   });
 }
 

@@ -35,19 +35,18 @@ __global__ void contrastive_rows_kernel(int64_t B, int64_t D, const T* __restric
   }
 }
 
-// rows -> loss (0-d) = positive sum / P + negative sum / N (each 0 when its count is),
-// counts (2) = [P, N]. One block.
+// rows -> loss (0-d) = positive sum / P + negative sum / N (each the poison when its count is 0,
+// Note [Non-finite embeddings]), counts (2) = [P, N]. One block.
 template <class T>
-__global__ void contrastive_finish_kernel(int64_t B, const double* __restrict__ rows, T* __restrict__ loss,
-                                          double* __restrict__ counts) {
+__global__ void contrastive_finish_kernel(int64_t B, const double* __restrict__ rows, const T* __restrict__ poison,
+                                          T* __restrict__ loss, double* __restrict__ counts) {
   __shared__ double scratch[32];
   double acc[4] = {0, 0, 0, 0};
   for (int64_t i = threadIdx.x; i < B; i += blockDim.x)
     for (int k = 0; k < 4; ++k) acc[k] += rows[4 * i + k];
   for (int k = 0; k < 4; ++k) acc[k] = block_reduce(acc[k], scratch, Sum{});
   if (threadIdx.x == 0) {
-    const double pos = acc[1] > 0 ? acc[0] / acc[1] : 0, neg = acc[3] > 0 ? acc[2] / acc[3] : 0;
-    loss[0] = T(pos + neg);
+    loss[0] = T(nonfinite_part(acc[0], acc[1], poison[0]) + nonfinite_part(acc[2], acc[3], poison[0]));
     counts[0] = acc[1], counts[1] = acc[3];
   }
 }
@@ -78,15 +77,15 @@ __global__ void contrastive_backward_rows_kernel(int64_t B, int64_t D, const T* 
 unsigned row_blocks(int64_t B) { return blocks_for(B, 1); }
 
 void contrastive_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double pos_margin,
-                              double neg_margin, const Tensor& counts, const Tensor& loss) {
+                              double neg_margin, const Tensor& poison, const Tensor& counts, const Tensor& loss) {
   dispatch_float(e.dtype(), "contrastive_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1);
     const Tensor rows = Tensor::empty({B, 4}, {.dtype = DType::f64, .device = e.device()});
     if (B > 0)
       launch<contrastive_rows_kernel<T>>(row_blocks(B), kThreads, 0, Stream{}, B, D, e.data<T>(),
                                          labels.data<int64_t>(), pos_margin, neg_margin, rows.data<double>());
-    launch<contrastive_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, rows.data<double>(), loss.data<T>(),
-                                         counts.data<double>());
+    launch<contrastive_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, rows.data<double>(), poison.data<T>(),
+                                         loss.data<T>(), counts.data<double>());
   });
 }
 

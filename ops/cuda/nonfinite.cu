@@ -59,6 +59,44 @@ __global__ void combine_tallies_kernel(int64_t rows, const int64_t* __restrict__
   if (threadIdx.x == 0) t.store(out);
 }
 
+// x: (n) -> poison (0-d) = sum(x * 0): 0 or NaN (Note [Non-finite embeddings] in
+// ops/metric_rules.h). One block of kThreads, grid-stride.
+template <class T>
+__global__ void nonfinite_poison_kernel(int64_t n, const T* __restrict__ x, T* __restrict__ poison) {
+  __shared__ double scratch[32];
+  double found = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) found += x[i] * T(0) == T(0) ? 0 : 1;
+  found = block_reduce(found, scratch, Sum{});
+  if (threadIdx.x == 0) poison[0] = found > 0 ? T(NAN) : T(0);
+}
+
+// grad (n), counted (k), poison (0-d) -> out (n) = grad + poison when some count is > 0, else 0.
+template <class T>
+__global__ void zero_loss_gate_kernel(int64_t n, const T* __restrict__ grad, int64_t k,
+                                      const double* __restrict__ counted, const T* __restrict__ poison,
+                                      T* __restrict__ out) {
+  bool any = false;
+  for (int64_t j = 0; j < k; ++j) any |= counted[j] > 0;
+  const T p = poison[0];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = any ? T(grad[i] + p) : T(0);
+}
+
+void nonfinite_poison(const Tensor& x, const Tensor& poison) {
+  dispatch_float(x.dtype(), "nonfinite_poison", [&]<class T>(TypeTag<T>) {
+    launch<nonfinite_poison_kernel<T>>(1, kThreads, 0, Stream{}, x.numel(), x.data<T>(), poison.data<T>());
+  });
+}
+
+void zero_loss_gate(const Tensor& grad, const Tensor& counted, const Tensor& poison, const Tensor& out) {
+  dispatch_float(grad.dtype(), "zero_loss_gate", [&]<class T>(TypeTag<T>) {
+    if (out.numel() == 0) return;
+    launch<zero_loss_gate_kernel<T>>(blocks_for(out.numel(), kThreads, 1024), kThreads, 0, Stream{}, out.numel(),
+                                     grad.data<T>(), counted.numel(), counted.data<double>(), poison.data<T>(),
+                                     out.data<T>());
+  });
+}
+
 void count_nonfinite(const Tensor& x, const Tensor& out) {
   dispatch_float(x.dtype(), "count_nonfinite", [&]<class T>(TypeTag<T>) {
     const unsigned blocks = blocks_for(x.numel(), kThreads, 1024);
@@ -71,6 +109,10 @@ void count_nonfinite(const Tensor& x, const Tensor& out) {
 
 }  // namespace
 
-void bind_nonfinite_kernels() { ember::count_nonfinite_kernel.set_cuda(&count_nonfinite); }
+void bind_nonfinite_kernels() {
+  ember::count_nonfinite_kernel.set_cuda(&count_nonfinite);
+  ember::nonfinite_poison_kernel.set_cuda(&nonfinite_poison);
+  ember::zero_loss_gate_kernel.set_cuda(&zero_loss_gate);
+}
 
 }  // namespace ember::cuda

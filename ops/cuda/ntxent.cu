@@ -43,11 +43,11 @@ __global__ void ntxent_rows_kernel(int64_t B, int64_t D, const T* __restrict__ E
   }
 }
 
-// rows, stats -> loss (0-d) = sum / positives, pairs (0-d) = positives; both 0 without a
+// rows, stats -> loss (0-d) = sum / positives, pairs (0-d) = positives; poison and 0 without a
 // positive or a negative pair. One block.
 template <class T>
 __global__ void ntxent_finish_kernel(int64_t B, const double* __restrict__ stats, const double* __restrict__ rows,
-                                     T* __restrict__ loss, double* __restrict__ pairs) {
+                                     const T* __restrict__ poison, T* __restrict__ loss, double* __restrict__ pairs) {
   __shared__ double scratch[32];
   double total = 0, positives = 0, negatives = 0;
   for (int64_t i = threadIdx.x; i < B; i += blockDim.x) {
@@ -59,7 +59,7 @@ __global__ void ntxent_finish_kernel(int64_t B, const double* __restrict__ stats
   negatives = block_reduce(negatives, scratch, Sum{});
   if (threadIdx.x == 0) {
     const bool defined = positives > 0 && negatives > 0;
-    loss[0] = defined ? T(total / positives) : T(0);
+    loss[0] = defined ? T(total / positives) : poison[0];  // Note [Non-finite embeddings]
     pairs[0] = defined ? positives : 0;
   }
 }
@@ -87,7 +87,7 @@ __global__ void ntxent_backward_rows_kernel(int64_t B, int64_t D, const T* __res
 unsigned row_blocks(int64_t B) { return blocks_for(B, 1); }
 
 void ntxent_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double temperature,
-                         const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
+                         const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& pairs) {
   dispatch_float(e.dtype(), "ntxent_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1);
     const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64, .device = e.device()});
@@ -95,7 +95,7 @@ void ntxent_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels
       launch<ntxent_rows_kernel<T>>(row_blocks(B), kThreads, 0, Stream{}, B, D, e.data<T>(), labels.data<int64_t>(),
                                     1.0 / temperature, small_val<T>(), stats.data<double>(), rows.data<double>());
     launch<ntxent_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, stats.data<double>(), rows.data<double>(),
-                                    loss.data<T>(), pairs.data<double>());
+                                    poison.data<T>(), loss.data<T>(), pairs.data<double>());
   });
 }
 

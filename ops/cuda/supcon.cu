@@ -43,8 +43,8 @@ __global__ void supcon_rows_kernel(int64_t B, int64_t D, const T* __restrict__ E
 // stats -> loss (0-d) = the mean of the anchor losses > 0, anchors (0-d) = their number; both 0
 // without a positive or a negative pair, or without such an anchor. One block.
 template <class T>
-__global__ void supcon_finish_kernel(int64_t B, const double* __restrict__ stats, T* __restrict__ loss,
-                                     double* __restrict__ anchors) {
+__global__ void supcon_finish_kernel(int64_t B, const double* __restrict__ stats, const T* __restrict__ poison,
+                                     T* __restrict__ loss, double* __restrict__ anchors) {
   __shared__ double scratch[32];
   double total = 0, kept = 0, positives = 0, negatives = 0;
   for (int64_t i = threadIdx.x; i < B; i += blockDim.x) {
@@ -59,7 +59,7 @@ __global__ void supcon_finish_kernel(int64_t B, const double* __restrict__ stats
   negatives = block_reduce(negatives, scratch, Sum{});
   if (threadIdx.x == 0) {
     const bool defined = positives > 0 && negatives > 0 && kept > 0;
-    loss[0] = defined ? T(total / kept) : T(0);
+    loss[0] = defined ? T(total / kept) : poison[0];  // Note [Non-finite embeddings]
     anchors[0] = defined ? kept : 0;
   }
 }
@@ -89,14 +89,14 @@ __global__ void supcon_backward_rows_kernel(int64_t B, int64_t D, const T* __res
 unsigned row_blocks(int64_t B) { return blocks_for(B, 1); }
 
 void supcon_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double temperature,
-                         const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
+                         const Tensor& poison, const Tensor& stats, const Tensor& loss, const Tensor& anchors) {
   dispatch_float(e.dtype(), "supcon_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1);
     if (B > 0)
       launch<supcon_rows_kernel<T>>(row_blocks(B), kThreads, 0, Stream{}, B, D, e.data<T>(), labels.data<int64_t>(),
                                     1.0 / temperature, small_val<T>(), stats.data<double>());
-    launch<supcon_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, stats.data<double>(), loss.data<T>(),
-                                    anchors.data<double>());
+    launch<supcon_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, stats.data<double>(), poison.data<T>(),
+                                    loss.data<T>(), anchors.data<double>());
   });
 }
 

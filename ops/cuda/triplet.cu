@@ -49,18 +49,18 @@ __global__ void triplet_rows_kernel(int64_t B, int64_t D, const T* __restrict__ 
   }
 }
 
-// rows (N, 2) [sum, count] -> loss (0-d) = total / count (0 without terms), triplets (0-d) =
-// count. One block.
+// rows (N, 2) [sum, count] -> loss (0-d) = total / count (the poison without terms, Note
+// [Non-finite embeddings]), triplets (0-d) = count. One block.
 template <class T>
-__global__ void triplet_finish_kernel(int64_t N, const double* __restrict__ rows, T* __restrict__ loss,
-                                      double* __restrict__ triplets) {
+__global__ void triplet_finish_kernel(int64_t N, const double* __restrict__ rows, const T* __restrict__ poison,
+                                      T* __restrict__ loss, double* __restrict__ triplets) {
   __shared__ double red[32];
   double total = 0, count = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) total += rows[2 * i], count += rows[2 * i + 1];
   total = block_reduce(total, red, Sum{});
   count = block_reduce(count, red, Sum{});
   if (threadIdx.x == 0) {
-    loss[0] = count > 0 ? T(total / count) : T(0);
+    loss[0] = T(nonfinite_part(total, count, poison[0]));
     triplets[0] = count;
   }
 }
@@ -186,8 +186,8 @@ __global__ void batch_hard_rows_kernel(int64_t B, int64_t D, const T* __restrict
 unsigned row_blocks(int64_t B) { return blocks_for(B, 1); }
 const TensorOptions f64_on(const Tensor& like) { return {.dtype = DType::f64, .device = like.device()}; }
 
-void triplet_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double margin, const Tensor& loss,
-                          const Tensor& triplets) {
+void triplet_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double margin,
+                          const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1);
     const Tensor rows = Tensor::empty({B, 2}, f64_on(e));
@@ -197,8 +197,8 @@ void triplet_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& label
       launch<triplet_rows_kernel<T>>(blocks, kThreads, 0, Stream{}, B, D, e.data<T>(), labels.data<int64_t>(), margin,
                                      scratch.data<double>(), rows.data<double>());
     }
-    launch<triplet_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, rows.data<double>(), loss.data<T>(),
-                                     triplets.data<double>());
+    launch<triplet_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, rows.data<double>(), poison.data<T>(),
+                                     loss.data<T>(), triplets.data<double>());
   });
 }
 
@@ -223,8 +223,8 @@ void triplet_backward_cuda(const PairTiles& tiles, const Tensor& grad, const Ten
 }
 
 void triplet_mined_forward_cuda(const Tensor& e, const Tensor& anchors, const Tensor& positives,
-                                const Tensor& negatives, double margin, const Tensor& dists, const Tensor& loss,
-                                const Tensor& triplets) {
+                                const Tensor& negatives, double margin, const Tensor& poison, const Tensor& dists,
+                                const Tensor& loss, const Tensor& triplets) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     const int64_t N = anchors.size(0), D = e.size(1);
     const Tensor terms = Tensor::empty({N, 2}, f64_on(e));
@@ -233,8 +233,8 @@ void triplet_mined_forward_cuda(const Tensor& e, const Tensor& anchors, const Te
                                             anchors.data<int64_t>(), positives.data<int64_t>(),
                                             negatives.data<int64_t>(), margin, dists.data<double>(),
                                             terms.data<double>());
-    launch<triplet_finish_kernel<T>>(1, kThreads, 0, Stream{}, N, terms.data<double>(), loss.data<T>(),
-                                     triplets.data<double>());
+    launch<triplet_finish_kernel<T>>(1, kThreads, 0, Stream{}, N, terms.data<double>(), poison.data<T>(),
+                                     loss.data<T>(), triplets.data<double>());
   });
 }
 
