@@ -113,6 +113,7 @@ class Rewriter {
   std::string excerpt(size_t begin, size_t end) const {
     std::string text(s_.substr(begin, std::min(end, begin + 60) - begin));
     std::replace(text.begin(), text.end(), '\n', ' ');
+    while (!text.empty() && text.back() == ' ') text.pop_back();
     return text + (end > begin + 60 ? "..." : "");
   }
 
@@ -182,8 +183,9 @@ class Rewriter {
         return i;
       } else if (depth == 0 && c == ';') break;
     }
+    const size_t stop = s_.find_first_of(";\n", p + 3);
     fail(p, "unterminated kernel launch: expected `>>>` closing the `<<<` opened here, got `" +
-                excerpt(p, std::min(s_.size(), s_.find_first_of(";\n", p + 3))) + "`");
+                excerpt(p, stop == std::string_view::npos ? s_.size() : stop + 1) + "`");
   }
 
   static std::string collapse(std::string_view text) {  // white space to single spaces
