@@ -16,7 +16,7 @@ void run_launch(const Config& config, std::string_view name, const void* kernel,
     // Over the shared-memory limit, launch() refuses before running anything, with the message.
     if (config.shared_bytes > max_dynamic_shared_bytes(kernel)) launch(spec, body);
   } catch (const ember::Error& e) {
-    std::fprintf(stderr, "ember simulator: %s (a GPU refuses this launch: cudaGetLastError() returns "
+    std::fprintf(stderr, "ember simulator: %s (a GPU refuses this launch too; here cudaGetLastError() returns "
                  "cudaErrorInvalidConfiguration)\n", e.what());
     record_error(cudaErrorInvalidConfiguration);
     return;
