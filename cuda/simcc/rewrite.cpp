@@ -70,7 +70,12 @@ class Rewriter {
   Rewriter(std::string_view source, std::string file) : s_(source), file_(std::move(file)), code_(code_mask(s_, file_)) {}
 
   std::string run() {
-    out_ = "#line 1 \"" + file_ + "\"\n";
+    std::string quoted;  // the file name as a string literal
+    for (char c : file_) {
+      if (c == '\\' || c == '"') quoted.push_back('\\');
+      quoted.push_back(c);
+    }
+    out_ = "#line 1 \"" + quoted + "\"\n";
     size_t i = 0;
     while (i < s_.size()) {
       if (code_[i] && s_.compare(i, 3, "<<<") == 0) {

@@ -99,3 +99,7 @@ TEST_CASE("rewrite: malformed input fails naming the file and line") {
   CHECK(error_of("void f() {\n extern __shared__ float s[4];\n}").rfind(
             "bad.cu:2: expected `extern __shared__ T name[];` (an array of unknown size), got `extern __shared__ float s[4];`", 0) == 0);
 }
+
+TEST_CASE("rewrite: the #line directive quotes the file name") {
+  CHECK(rewrite_cuda("int a;\n", "dir\\with \"quote\".cu") == "#line 1 \"dir\\\\with \\\"quote\\\".cu\"\nint a;\n");
+}
