@@ -23,16 +23,10 @@
 
 #include "core/error.h"
 #include "cuda/platform.h"
+#include "cuda/launch_limits.h"  // after platform.h: needs dim3
 #include "cuda/runtime.h"
 
 namespace ember::cuda {
-
-// CUDA's launch limits (checked by launch() below; kernels that tile a dimension split their
-// launches so as to stay inside them).
-constexpr unsigned kMaxThreadsPerBlock = 1024;
-constexpr int64_t kMaxGridX = 2147483647;
-constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kMaxGridZ = 65535;
 
 // Blocks of `per_block` threads needed to cover n items, clamped to [1, max_blocks] (a
 // grid-stride loop in the kernel covers the rest).
@@ -76,25 +70,6 @@ template <class... A>
 struct KernelArgs<void (*)(A...)> {
   using type = std::tuple<std::decay_t<A>...>;
 };
-
-inline std::string launch_str(std::string_view name, dim3 grid, dim3 block, size_t shared_bytes) {
-  return ember::detail::concat("launch of ", name, "<<<(", grid.x, ",", grid.y, ",", grid.z, "), (", block.x, ",",
-                               block.y, ",", block.z, "), ", shared_bytes, ">>>");
-}
-
-// The limits every CUDA GPU since sm_30 shares, checked before launching in both modes so the
-// message says what was expected.
-inline void check_launch_shape(std::string_view name, dim3 grid, dim3 block, size_t shared_bytes) {
-  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
-  EMBER_CHECK(threads >= 1 && threads <= kMaxThreadsPerBlock, launch_str(name, grid, block, shared_bytes),
-              ": expected 1 to ", kMaxThreadsPerBlock, " threads per block, got ", threads);
-  EMBER_CHECK(block.x <= 1024 && block.y <= 1024 && block.z <= 64, launch_str(name, grid, block, shared_bytes),
-              ": expected a block of at most (1024, 1024, 64), got (", block.x, ",", block.y, ",", block.z, ")");
-  EMBER_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= kMaxGridX && grid.y <= kMaxGridY &&
-                  grid.z <= kMaxGridZ,
-              launch_str(name, grid, block, shared_bytes), ": expected a grid of 1 to (", kMaxGridX, ", ", kMaxGridY,
-              ", ", kMaxGridZ, ") blocks, got (", grid.x, ",", grid.y, ",", grid.z, ")");
-}
 
 [[noreturn]] inline void throw_launch_error(std::string_view name, dim3 grid, dim3 block, size_t shared_bytes,
                                             const char* message) {

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cuda/sim/vector_types.h"  // float4, int4, ... (uint3 and dim3 are below)
+
 // ---- qualifiers ------------------------------------------------------------------------------
 // Note [static __shared__]: the simulator runs the blocks of a launch one after another (and
 // launches one at a time), so a block's static shared memory can be a function-local `static`:
@@ -48,12 +50,7 @@ struct dim3 {
   constexpr operator uint3() const { return {x, y, z}; }
 };
 
-// float4: aligned to 16 bytes as in CUDA, so that kernels can load four floats at once through
-// a reinterpret_cast of an aligned address (one 128-bit access on a GPU, a struct copy here).
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline constexpr uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return {x, y, z}; }
 
 // Set by the simulator for each CUDA thread before it runs a block.
 inline thread_local uint3 threadIdx;
@@ -65,6 +62,26 @@ constexpr int warpSize = 32;
 // ---- memory ----------------------------------------------------------------------------------
 template <class T>
 inline T __ldg(const T* p) { return *p; }
+// Cache-hinted loads and stores (streaming, global-only, ...): the hint only matters to a GPU's
+// caches; here each is a plain access.
+template <class T>
+inline T __ldcg(const T* p) { return *p; }
+template <class T>
+inline T __ldca(const T* p) { return *p; }
+template <class T>
+inline T __ldcs(const T* p) { return *p; }
+template <class T>
+inline T __ldlu(const T* p) { return *p; }
+template <class T>
+inline T __ldcv(const T* p) { return *p; }
+template <class T>
+inline void __stcg(T* p, T v) { *p = v; }
+template <class T>
+inline void __stcs(T* p, T v) { *p = v; }
+template <class T>
+inline void __stwb(T* p, T v) { *p = v; }
+template <class T>
+inline void __stwt(T* p, T v) { *p = v; }
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }

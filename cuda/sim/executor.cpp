@@ -333,6 +333,11 @@ std::optional<std::string> check_participants(const Launch& l, const WarpState& 
 
 }  // namespace
 
+unsigned warp_lanes() {
+  ThreadContext& c = context("__activemask");
+  return c.launch->block.warps[c.warp].existing;  // set before the block runs, then constant
+}
+
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
                          const std::source_location& where) {
   ThreadContext& c = context(op_name(op));

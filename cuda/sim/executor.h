@@ -55,6 +55,13 @@ enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_x
 
 void* dynamic_shared_memory();
 void syncthreads(const std::source_location& where);
+// The lanes of the calling thread's warp that exist (all 32 but in a block's last, partial
+// warp): __activemask() and the mask of cooperative groups' tiles. Note [__activemask]: a GPU
+// also leaves out lanes that have returned or are on the other side of a divergent branch. The
+// simulator cannot see branches, and which lanes have returned depends on thread timing, so it
+// answers with every existing lane: a warp operation over that mask then fails with a clear
+// message if a lane has returned, instead of giving a timing-dependent mask.
+unsigned warp_lanes();
 // One lane's part of a warp-wide operation among the lanes of `mask`; returns this lane's
 // result (the shuffled value's bits, or the ballot).
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,

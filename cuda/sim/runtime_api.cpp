@@ -80,6 +80,8 @@ size_t physical_memory() {
 
 }  // namespace
 
+cudaError_t ember::sim::record_error(cudaError_t error) { return record(error); }
+
 struct CUstream_st {};
 struct CUevent_st {
   std::chrono::steady_clock::time_point time{};
@@ -98,6 +100,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
   return "unknown error";
 }
@@ -114,6 +118,8 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";
 }
@@ -142,8 +148,56 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->major = 9;  // behaves like sm_90 where limits differ (opt-in shared memory)
   prop->minor = 0;
   prop->multiProcessorCount = int(std::max(1u, std::thread::hardware_concurrency()));
+  // Note [device properties] in runtime_api.h: sm_90's limits, nominal H100-like figures.
+  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->maxBlocksPerMultiProcessor = 32;
+  prop->sharedMemPerMultiprocessor = 228 * 1024;
+  prop->totalConstMem = 64 * 1024;
+  prop->regsPerBlock = prop->regsPerMultiprocessor = 65536;
+  prop->l2CacheSize = 50 * 1024 * 1024;
+  prop->persistingL2CacheMaxSize = 0;
+  prop->clockRate = 1755000;
+  prop->memoryClockRate = 2619000;
+  prop->memoryBusWidth = 5120;
+  prop->concurrentKernels = 1;
+  prop->asyncEngineCount = 1;
+  prop->unifiedAddressing = 1;
+  prop->managedMemory = 0;
+  prop->canMapHostMemory = 1;
   return cudaSuccess;
 }
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  cudaDeviceProp p;
+  if (const cudaError_t e = cudaGetDeviceProperties(&p, device); e != cudaSuccess) return e;
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+    case cudaDevAttrMaxBlockDimX: *value = p.maxThreadsDim[0]; break;
+    case cudaDevAttrMaxBlockDimY: *value = p.maxThreadsDim[1]; break;
+    case cudaDevAttrMaxBlockDimZ: *value = p.maxThreadsDim[2]; break;
+    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
+    case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
+    case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(p.sharedMemPerBlock); break;
+    case cudaDevAttrTotalConstantMemory: *value = int(p.totalConstMem); break;
+    case cudaDevAttrWarpSize: *value = p.warpSize; break;
+    case cudaDevAttrMaxRegistersPerBlock: *value = p.regsPerBlock; break;
+    case cudaDevAttrClockRate: *value = p.clockRate; break;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+    case cudaDevAttrMemoryClockRate: *value = p.memoryClockRate; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
+    case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(p.sharedMemPerMultiprocessor); break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(p.sharedMemPerBlockOptin); break;
+    default: return record(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset() { return cudaSuccess; }
 
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice); }
 cudaError_t cudaGetDevice(int* device) {
@@ -162,6 +216,16 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   *ptr = device_memory().allocate(bytes);
   return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  *ptr = std::malloc(bytes == 0 ? 1 : bytes);
+  return *ptr ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) { return cudaMallocHost(ptr, bytes); }
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* ptr) {
@@ -193,6 +257,8 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return cudaStreamCreate(stream); }
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return record(cudaErrorInvalidResourceHandle);
   delete stream;
@@ -208,6 +274,8 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
   *event = new CUevent_st;
   return cudaSuccess;
 }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!event) return record(cudaErrorInvalidResourceHandle);

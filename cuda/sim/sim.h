@@ -7,5 +7,6 @@
 #include "cuda/sim/builtins.h"
 #include "cuda/sim/executor.h"
 #include "cuda/sim/half.h"
+#include "cuda/sim/half2.h"
 #include "cuda/sim/runtime_api.h"
 #include "cuda/sim/sync.h"

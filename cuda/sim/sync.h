@@ -19,6 +19,8 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location where =
   ember::sim::warp_collective(ember::sim::WarpOp::sync, mask, 0, 0, warpSize, where);
 }
 
+inline unsigned __activemask() { return ember::sim::warp_lanes(); }  // Note [__activemask] in executor.h
+
 inline unsigned __ballot_sync(unsigned mask, int predicate,
                               std::source_location where = std::source_location::current()) {
   return unsigned(ember::sim::warp_collective(ember::sim::WarpOp::ballot, mask, predicate != 0, 0, warpSize, where));
