@@ -5,10 +5,24 @@
 //   bn->eval();  Tensor z = (*bn)(x);              // evaluation: running stats
 #pragma once
 
+#include <memory>
+#include <utility>
+
 #include "core/rng.h"
 #include "nn/module.h"
 
 namespace ember {
+
+// How a BatchNorm shares its batch statistics with the other replicas of a data-parallel job
+// (synchronized batch norm: nn/distributed/sync_batch_norm.h implements it over a process group,
+// a layer above this one). A collective: every replica calls it in the same order.
+class BatchStatsExchange {
+ public:
+  virtual ~BatchStatsExchange() = default;
+  // local (1, K) on each of R replicas -> (R, K), every replica's row in rank order; differentiable
+  // (the backward sums each row's gradient over the replicas and returns this replica's).
+  virtual Tensor all_gather(const Tensor& local) = 0;
+};
 
 // Over the channels of (N, C) (BatchNorm1d) or (N, C, H, W) (BatchNorm2d) inputs. Buffers:
 // running_mean, running_var, num_batches_tracked (as PyTorch, so state dicts line up).
@@ -22,11 +36,18 @@ class BatchNorm : public Module {
   Tensor& bias() { return bias_; }
   Tensor& running_mean() { return running_mean_; }
   Tensor& running_var() { return running_var_; }
+  // While training, normalise with the statistics of every replica's batch together (Note
+  // [Synchronised batch statistics]); null: this replica's batch alone (the default).
+  void synchronise_with(std::shared_ptr<BatchStatsExchange> exchange) { exchange_ = std::move(exchange); }
+  bool synchronised() const { return exchange_ != nullptr; }
 
  private:
+  Tensor synchronised_forward(const Tensor& x, Activation act);
+
   int64_t expected_rank_, channels_;
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+  std::shared_ptr<BatchStatsExchange> exchange_;
 };
 
 class BatchNorm1d : public BatchNorm {
