@@ -198,6 +198,8 @@ void add_train_seresnext_options(CLI::App& cmd, ember::apps::TrainSeresnextConfi
       ->check(CLI::IsMember({"epoch", "step"}));
   cmd.add_option("--label-smoothing", c.label_smoothing, "default 0.1")->check(CLI::Range(0.0, 0.999));
   cmd.add_option("--mixup", c.mixup, "mixup alpha (NVIDIA's option: 0.2; default 0: off)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_flag("--sync-bn", c.sync_bn, "under mpirun: batch norm statistics over every rank's batch (PyTorch's "
+               "SyncBatchNorm); alone it changes nothing");
   cmd.add_option("--target-batch", c.target_batch, "images per optimizer step: accumulate ceil(target / batch) "
                                                    "micro-batches of --batch-size")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
@@ -402,34 +404,30 @@ void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::Tr
 }
 
 // Note [Training under mpirun] (apps/train/data_parallel.h): the ranks come from the MPI
-// environment. A command that cannot train data-parallel yet refuses to run as N copies that
-// would each train alone and overwrite each other's outputs.
-void join_data_parallel_job(ember::apps::TrainingOptions& c, const std::string& command, bool supported) {
-  const int ranks = ember::distributed::launched_world_size();
-  if (ranks <= 1) return;
-  EMBER_CHECK(supported, command, ": started as one of ", ranks, " ranks by mpirun, but this command does not train "
-              "data-parallel yet (`ember train mnist` and `train seresnext` do); run it as one process");
+// environment; every train command runs alone or as one rank of a job.
+void join_data_parallel_job(ember::apps::TrainingOptions& c) {
+  if (ember::distributed::launched_world_size() <= 1) return;
   c.group = ember::apps::process_group_from_environment(ember::parse_device(c.device));
 }
 
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {
   ember::apps::TrainMnistConfig c = cl.train_mnist_config;
   apply_dependent_defaults(*cl.train_mnist, cl.dry_run, c);
-  join_data_parallel_job(c, "train mnist", true);
+  join_data_parallel_job(c);
   return c;
 }
 
 ember::apps::TrainMetricConfig train_metric_config(const CommandLine& cl) {
   ember::apps::TrainMetricConfig c = cl.train_metric_config;
   apply_dependent_defaults(*cl.train_metric, cl.dry_run, c);
-  join_data_parallel_job(c, "train metric", false);
+  join_data_parallel_job(c);
   return c;
 }
 
 ember::apps::TrainSeresnextConfig train_seresnext_config(const CommandLine& cl) {
   ember::apps::TrainSeresnextConfig c = cl.train_seresnext_config;
   apply_dependent_defaults(*cl.train_seresnext, cl.dry_run, c);
-  join_data_parallel_job(c, "train seresnext", true);
+  join_data_parallel_job(c);
   return c;
 }
 
@@ -438,7 +436,9 @@ ember::apps::TrainSeresnextConfig train_seresnext_config(const CommandLine& cl) 
 // checkpoint, so they are checked only for a fresh one.
 std::optional<int> check_flag_combinations(const CommandLine& cl) {
   if (!*cl.train_metric || !cl.train_metric_config.resume.empty()) return std::nullopt;
-  const std::string problem = cl.train_metric_config.flag_problem();
+  ember::apps::TrainMetricConfig c = cl.train_metric_config;
+  c.ranks = ember::distributed::launched_world_size();  // every rank's loss sees the global batch
+  const std::string problem = c.flag_problem();
   if (problem.empty()) return std::nullopt;
   std::cerr << "ember: " << problem << " (see: ember train metric --help)\n";
   return 2;

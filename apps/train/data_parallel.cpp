@@ -2,8 +2,10 @@
 #include "apps/train/data_parallel.h"
 
 #include "core/error.h"
+#include "datasets/batch_shard_sampler.h"
 #include "datasets/distributed_sampler.h"
 #include "nn/distributed/data_parallel.h"
+#include "nn/distributed/global_batch_loss.h"
 #include "ops/ops.h"
 
 namespace ember::apps {
@@ -17,6 +19,24 @@ std::shared_ptr<const Sampler> DataParallelRun::sampler(int64_t num_samples) con
   if (!group_) return nullptr;
   return std::make_shared<DistributedSampler>(num_samples,
                                               DistributedSamplerOptions{.rank = rank(), .world_size = world_size()});
+}
+
+std::shared_ptr<const Sampler> DataParallelRun::batch_sampler(std::shared_ptr<const Sampler> global,
+                                                             int64_t batch_size) const {
+  if (!group_) return global;
+  return std::make_shared<BatchShardSampler>(
+      std::move(global), BatchShardOptions{.rank = rank(), .world_size = world_size(), .batch_size = batch_size});
+}
+
+Tensor DataParallelRun::loss_over_ranks(const Tensor& embeddings, const Tensor& labels,
+                                        const std::function<Tensor(const Tensor&, const Tensor&)>& loss) const {
+  if (!group_) return loss(embeddings, labels);
+  return distributed::global_batch_loss(group_, embeddings, labels, loss);
+}
+
+Tensor DataParallelRun::gather_rows(const Tensor& local) const {
+  if (!group_) return local;
+  return group_->all_gather(local.contiguous());
 }
 
 std::shared_ptr<Module> DataParallelRun::replicate(std::shared_ptr<Module> model) const {

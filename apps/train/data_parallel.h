@@ -7,6 +7,7 @@
 //   std::shared_ptr<Module> trained = dp.replicate(model);   // DistributedDataParallel
 //   std::ostream& shown = dp.leads() ? out : dp.silent();    // rank 0 alone prints
 //   dp.sum(values);                                     // evaluation sums over all ranks
+//   Tensor loss = dp.loss_over_ranks(emb, y, metric);   // a metric loss of the global batch
 //   dp.after_outputs([&] { write_epoch_outputs(...); });     // rank 0 writes, the rest wait
 //
 // Note [Training under mpirun]: every rank runs the same command with the same flags; rank and
@@ -56,6 +57,17 @@ class DataParallelRun {
   // The module that trains: a DistributedDataParallel around `model` (whose parameters it then
   // shares), or `model` itself.
   std::shared_ptr<Module> replicate(std::shared_ptr<Module> model) const;
+  // This rank's slice of every batch of `global`, whose batches are world_size() * batch_size
+  // samples (Note [Shards of a batch], datasets/batch_shard_sampler.h); `global` itself for one
+  // process.
+  std::shared_ptr<const Sampler> batch_sampler(std::shared_ptr<const Sampler> global, int64_t batch_size) const;
+  // A metric loss over every rank's batch together (nn/distributed/global_batch_loss.h); one
+  // process: loss(embeddings, labels).
+  Tensor loss_over_ranks(const Tensor& embeddings, const Tensor& labels,
+                         const std::function<Tensor(const Tensor&, const Tensor&)>& loss) const;
+  // Every rank's rows of `local` in rank order (an evaluation's shards joined); `local` itself for
+  // one process.
+  Tensor gather_rows(const Tensor& local) const;
   // [begin, end) of this rank's contiguous part of n items (the first n % size ranks one more).
   std::pair<int64_t, int64_t> shard_range(int64_t n) const;
   // The samples of shard_range(num_samples) in order (an evaluation's shard); null for one process.

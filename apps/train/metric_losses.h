@@ -38,6 +38,9 @@ class MetricLoss {
   virtual StateDict state_dict() const { return {}; }
   virtual void load_state_dict(const StateDict& state) {}
   virtual void to(Device device) {}
+  // The loss Module, for a data-parallel run to average its parameters' gradients over the ranks
+  // (null for function losses).
+  virtual std::shared_ptr<Module> module() const { return nullptr; }
 };
 
 // What a factory may need: the classes in the data, the embedding size, and the generator for
@@ -87,6 +90,7 @@ std::unique_ptr<MetricLoss> module_loss(std::shared_ptr<M> module) {
     StateDict state_dict() const override { return m->state_dict(); }
     void load_state_dict(const StateDict& state) override { m->load_state_dict(state); }
     void to(Device device) override { m->to(device); }
+    std::shared_ptr<Module> module() const override { return m; }
     std::shared_ptr<M> m;
   };
   return std::make_unique<ModuleLoss>(std::move(module));

@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "apps/bench/timing.h"
+#include "apps/train/data_parallel.h"
 #include "apps/train/progress.h"
 #include "apps/train/run_log.h"
 #include "apps/train/training_loop.h"
@@ -26,9 +27,12 @@ const std::string loss_prefix = "loss.";
 // Everything a run holds between epochs.
 struct MetricRun {
   TrainMetricConfig config;
+  DataParallelRun parallel{nullptr};  // Note [Training under mpirun]
   std::shared_ptr<MnistDataset> train_data, test_data;
-  std::shared_ptr<Module> model;
+  std::shared_ptr<Module> model;    // what is evaluated and saved
+  std::shared_ptr<Module> trained;  // what the steps run: model, or its DistributedDataParallel
   std::unique_ptr<MetricLoss> loss;
+  std::shared_ptr<Module> trained_loss;  // a loss module's DistributedDataParallel under mpirun
   TrainingState state;
 };
 
@@ -44,6 +48,8 @@ TrainMetricConfig config_for_resume(const TrainMetricConfig& given, const Traini
   return c;
 }
 
+// Under mpirun every rank's loss sees the global batch of batch_size x ranks (train_metric.h), so
+// the batch layout is checked on that.
 void check_config(const TrainMetricConfig& c, const std::vector<MetricLossRow>& losses) {
   c.check("train metric");
   const std::string problem = c.flag_problem(losses);
@@ -57,14 +63,17 @@ std::unique_ptr<Optimizer> make_run_optimizer(const TrainMetricConfig& c, const 
   return make_optimizer(c, std::move(decay), std::move(no_decay));
 }
 
-// Batches of batch_size / per_class classes x per_class images (datasets/class_balanced_sampler.h).
-std::unique_ptr<DataLoader> make_balanced_loader(const TrainMetricConfig& c, std::shared_ptr<MnistDataset> data) {
+// Batches of global_batch / per_class classes x per_class images (datasets/class_balanced_sampler.h),
+// of which this rank loads its slice of batch_size.
+std::unique_ptr<DataLoader> make_balanced_loader(const TrainMetricConfig& c, std::shared_ptr<MnistDataset> data,
+                                                 const DataParallelRun& parallel) {
   DataLoaderOptions options;
   options.batch_size = c.batch_size;
   options.drop_last = true;
   options.seed = c.seed + 1;
-  options.sampler = std::make_shared<ClassBalancedSampler>(
-      data->targets(), ClassBalancedOptions{.per_class = c.per_class, .batch_size = c.batch_size});
+  auto global = std::make_shared<ClassBalancedSampler>(
+      data->targets(), ClassBalancedOptions{.per_class = c.per_class, .batch_size = c.global_batch()});
+  options.sampler = parallel.batch_sampler(std::move(global), c.batch_size);
   return std::make_unique<DataLoader>(std::move(data), options);
 }
 
@@ -79,6 +88,7 @@ int64_t count_classes(const Tensor& labels) {
 MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>& losses) {
   MetricRun run;
   run.config = c;
+  run.parallel = DataParallelRun(c.group);
   run.state.device = parse_device(c.device);
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
@@ -89,8 +99,10 @@ MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>
   run.loss = make_metric_loss(c.loss, {.num_classes = count_classes(run.train_data->targets()), .embedding_size = c.dim},
                               losses);
   run.loss->to(run.state.device);
+  run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
+  if (std::shared_ptr<Module> loss_module = run.loss->module()) run.trained_loss = run.parallel.replicate(loss_module);
   run.state.optimizer = make_run_optimizer(c, *run.model, *run.loss);
-  run.state.loader = make_balanced_loader(c, run.train_data);
+  run.state.loader = make_balanced_loader(c, run.train_data, run.parallel);
   run.state.schedule = make_schedule(c, *run.state.optimizer, *run.state.loader);
   return run;
 }
@@ -115,27 +127,35 @@ void print_run_header(const MetricRun& run, std::ostream& out) {
   const TrainMetricConfig& c = run.config;
   out << "train " << run_title(c) << ": " << run.train_data->size() << " train / " << run.test_data->size()
       << " test images, " << run.model->num_parameters() << " parameters, " << c.optimizer << " lr " << c.lr
-      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.batch_size << " (" << c.batch_size / c.per_class
-      << " classes x " << c.per_class << "), " << num_threads() << " threads, device " << run.state.device << "\n";
+      << (c.schedule == "cosine" ? " (cosine)" : "") << ", batch " << c.global_batch() << " ("
+      << c.global_batch() / c.per_class << " classes x " << c.per_class << ")"
+      << (run.parallel.distributed() ? ", " + std::to_string(c.batch_size) + " per rank x " +
+                                           std::to_string(run.parallel.world_size()) + " ranks"
+                                     : "")
+      << ", " << num_threads() << " threads, device " << run.state.device << "\n";
   out << run.model->summary({1, 1, 28, 28});
 }
 
-// One optimizer step on a batch; returns the batch's loss.
+// One optimizer step on a batch; returns the batch's loss (under mpirun, the global batch's).
 double train_step(MetricRun& run, const Batch& batch) {
   Tensor x = batch.inputs.to(run.state.device), y = batch.targets.to(run.state.device);
-  return optimizer_step(run.state, (*run.loss)((*run.model)(x), y));
+  Tensor loss = run.parallel.loss_over_ranks((*run.trained)(x), y,
+                                             [&](const Tensor& e, const Tensor& l) { return (*run.loss)(e, l); });
+  return optimizer_step(run.state, loss);
 }
 
-// Embeds the test set in chunks of 1000 images and scores retrieval over it.
-RetrievalMetrics evaluate(Module& model, const TensorDataset& test, Device device) {
+// Embeds the test set in chunks of 1000 images and scores retrieval over it. Under mpirun each
+// rank embeds its shard and every rank scores the gathered embeddings.
+RetrievalMetrics evaluate(Module& model, const TensorDataset& test, Device device, const DataParallelRun& parallel) {
   autograd::NoGradGuard no_grad;
   model.eval();
-  const int64_t n = test.size(), chunk = 1000;
+  const int64_t chunk = 1000;
+  const auto [begin, end] = parallel.shard_range(test.size());
   std::vector<Tensor> parts;
-  for (int64_t start = 0; start < n; start += chunk)
-    parts.push_back(model(test.inputs().narrow(0, start, std::min(chunk, n - start)).to(device)).cpu());
+  for (int64_t start = begin; start < end; start += chunk)
+    parts.push_back(model(test.inputs().narrow(0, start, std::min(chunk, end - start)).to(device)));
   model.train();
-  return retrieval_metrics(cat(parts, 0), test.targets());
+  return retrieval_metrics(parallel.gather_rows(cat(parts, 0)).cpu(), test.targets());
 }
 
 EpochRecord epoch_record(int64_t epoch, const EpochStats& stats, const RetrievalMetrics& m, double lr) {
@@ -162,33 +182,42 @@ TrainingCheckpoint make_checkpoint(const MetricRun& run, int64_t epochs_done) {
 
 }  // namespace
 
-TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& out, std::ostream& progress_out,
+TrainMetricResult train_metric(const TrainMetricConfig& given, std::ostream& console, std::ostream& progress_console,
                                bool interactive, const std::vector<MetricLossRow>& losses) {
-  given.check_outputs("train metric");  // before any work: a bad --save should not cost an epoch
+  // Before any work: a bad --save should not cost an epoch. Rank 0 alone writes them.
+  if (!given.group || given.group->rank() == 0) given.check_outputs("train metric");
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
-  const TrainMetricConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  TrainMetricConfig c = resumed ? config_for_resume(given, *resumed) : given;
+  const int world_size = c.group ? c.group->size() : 1;
+  if (!resumed) c.ranks = world_size;
+  const std::string refitted = c.fit_to_ranks(world_size, "train metric");  // Note [Batch size across rank counts]
   check_config(c, losses);
   MetricRun run = start_run(c, losses);
+  std::ostream& out = run.parallel.leads() ? console : run.parallel.silent();
+  std::ostream& progress_out = run.parallel.leads() ? progress_console : run.parallel.silent();
   if (resumed) restore_run(run, *resumed, out);
+  if (!refitted.empty()) out << refitted << "\n";
   print_run_header(run, out);
 
   TrainMetricResult result;
   RunLog log;  // the epochs this process trains
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
-    const EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
-                                         [&](const Batch& batch) { return train_step(run, batch); });
+    EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,
+                                   [&](const Batch& batch) { return train_step(run, batch); });
     if (stats.interrupted) stop_interrupted(run.state, c, epoch);
+    sum_over_ranks(stats, run.parallel);
     const auto eval_start = std::chrono::steady_clock::now();
-    result.metrics = evaluate(*run.model, *run.test_data, run.state.device);
+    result.metrics = evaluate(*run.model, *run.test_data, run.state.device, run.parallel);
     const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     const EpochRecord rec = epoch_record(epoch, stats, result.metrics, run.state.optimizer->lr());
     log.add(rec);
     print_epoch(rec, stats, eval_seconds, c.epochs, out);
     result.train_loss = rec.train_loss;
     result.seconds += rec.seconds;
-    write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, run_title(run.config));
+    run.parallel.after_outputs(
+        [&] { write_epoch_outputs(c, [&] { return make_checkpoint(run, epoch + 1); }, log, run_title(run.config)); });
   }
   if (!c.save.empty()) out << "checkpoint: " << c.save << "\n";
   return result;

@@ -3,6 +3,13 @@
 // scores retrieval on the test set (P@1, R-Precision, MAP@R: retrieval_metrics.h). Checkpoints,
 // --resume (bitwise on the CPU), the CSV log and the SVG plot work as in `ember train mnist`.
 //
+// Under `mpirun -np N` (Note [Training under mpirun], data_parallel.h) the class-balanced batch
+// is the global one, batch_size x N: every rank draws the same one and loads its slice
+// (datasets/batch_shard_sampler.h), the loss sees every rank's embeddings together
+// (nn/distributed/global_batch_loss.h), a loss module's parameters are averaged like the model's,
+// and each rank embeds its share of the test set before all of them score the gathered
+// embeddings. So N ranks at batch B train what one process trains at batch N x B.
+//
 //   TrainMetricConfig c;           // defaults: ntxent, dim 128, 16 per class, Adam, cosine lr
 //   c.data = "data/mnist";
 //   TrainMetricResult r = train_metric(c, std::cout, std::cerr, Progress::stderr_is_terminal());

@@ -43,14 +43,21 @@ std::string TrainMetricConfig::flag_problem(const std::vector<MetricLossRow>& lo
   if (!known) return "--loss: '" + loss + "' is not a loss of this build (it has: " + metric_loss_list(losses) + ")";
   if (dim < 1) return "--dim: the embedding size must be at least 1, got " + std::to_string(dim);
   if (per_class < 1) return "--per-class must be at least 1, got " + std::to_string(per_class);
-  if (batch_size % per_class != 0)
-    return "--batch-size " + std::to_string(batch_size) + " must be a multiple of --per-class " +
-           std::to_string(per_class) + " (a batch is classes x per-class)";
-  if (batch_size / per_class > dataset_classes)
-    return "--batch-size " + std::to_string(batch_size) + " / --per-class " + std::to_string(per_class) + " = " +
-           std::to_string(batch_size / per_class) + " classes per batch, but the dataset has " +
-           std::to_string(dataset_classes) + " (use at most " + std::to_string(dataset_classes * per_class) +
-           " images per batch)";
+  // Under mpirun the batch is the global one, batch_size x ranks (train_metric.cpp).
+  const int64_t global = global_batch();
+  const std::string batch =
+      ranks == 1 ? "--batch-size " + std::to_string(batch_size)
+                 : "--batch-size " + std::to_string(batch_size) + " x " + std::to_string(ranks) + " ranks = " +
+                       std::to_string(global);
+  if (global % per_class != 0)
+    return batch + " must be a multiple of --per-class " + std::to_string(per_class) +
+           " (a batch is classes x per-class)";
+  if (global / per_class > dataset_classes)
+    return batch + " / --per-class " + std::to_string(per_class) + " = " + std::to_string(global / per_class) +
+           " classes per batch, but the dataset has " + std::to_string(dataset_classes) + " (use at most " +
+           std::to_string(dataset_classes * per_class) + " images per " +
+           (ranks == 1 ? "batch)" : "global batch: --batch-size " + std::to_string(dataset_classes * per_class / ranks) +
+                                        " or less per rank)");
   return "";
 }
 

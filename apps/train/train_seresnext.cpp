@@ -136,6 +136,7 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
   load_data(run);
   run.model = build_model(run);
   run.model->to(run.state.device);
+  if (c.sync_bn && run.parallel.distributed()) distributed::convert_sync_batchnorm(*run.model, c.group);
   run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
   auto [decay, no_decay] = split_weight_decay(*run.model);
   TrainingOptions scaled = c;
@@ -166,7 +167,8 @@ void print_run_header(const SeresnextRun& run, std::ostream& out) {
       << " with " << c.resolved_warmup_epochs() << " warmup epochs, batch " << c.batch_size << " x "
       << c.accumulation()
       << (run.parallel.distributed() ? " x " + std::to_string(run.parallel.world_size()) + " ranks" : "") << " = "
-      << c.step_batch() * c.ranks << " per step, " << c.workers << " loader workers, "
+      << c.step_batch() * c.ranks << " per step" << (c.sync_bn && run.parallel.distributed() ? " (synchronised batch norm)" : "")
+      << ", " << c.workers << " loader workers, "
       << num_threads() << " threads, device " << run.state.device << "\n";
 }
 

@@ -61,6 +61,7 @@ struct TrainSeresnextConfig : TrainingOptions {
   double label_smoothing = 0.1;
   double mixup = 0;                        // Beta(mixup, mixup); 0: off (NVIDIA's option: 0.2)
   int64_t target_batch = 0;                // > batch_size * ranks: accumulate micro-batches up to it
+  bool sync_bn = false;                    // under mpirun: batch norm over all ranks' batches (sync_batch_norm.h)
   int workers = 2;                         // loader threads (run control: results do not depend on it)
   std::string bad_images = "fail";         // fail | skip (Note [Bad images])
 

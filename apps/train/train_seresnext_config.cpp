@@ -34,6 +34,7 @@ Json TrainSeresnextConfig::to_json() const {
   j.set("label_smoothing", label_smoothing);
   j.set("mixup", mixup);
   j.set("target_batch", target_batch);
+  j.set("sync_bn", sync_bn);
   j.set("bad_images", bad_images);
   return j;
 }
@@ -54,6 +55,10 @@ TrainSeresnextConfig TrainSeresnextConfig::from_json(const Json& j, const std::s
     else if (key == "label_smoothing") c.label_smoothing = json_number(value, field, 0.0, 1.0);
     else if (key == "mixup") c.mixup = json_number(value, field, 0.0, kBig);
     else if (key == "target_batch") c.target_batch = json_int(value, field, 0);
+    else if (key == "sync_bn") {
+      EMBER_CHECK(value.is_bool(), "train seresnext: ", field, " must be true or false");
+      c.sync_bn = value.as_bool();
+    }
     else if (key == "bad_images") c.bad_images = json_string(value, field);
     else EMBER_FAIL("train seresnext: unknown configuration key '", key, "' in ", where);
   }

@@ -63,6 +63,7 @@ struct TrainingOptions {
   // batch, and with it the learning-rate recipe: each rank takes global / world_size, an Error
   // when that does not divide. Returns a line saying so, or "" when nothing changed.
   std::string fit_to_ranks(int world_size, const std::string& command);
+  int64_t global_batch() const { return batch_size * ranks; }
   // Dataset, epochs, batch size, lr, momentum, weight decay, optimizer and schedule; errors
   // start with `command`.
   void check(const std::string& command) const;

@@ -1,12 +1,14 @@
-// `ember train mnist` as one of the two ranks of `mpirun -np 2` (Note [Training under mpirun] in
-// apps/train/data_parallel.h): the job trains what one process trains on the same global batch,
-// only rank 0 prints and writes, and the job's checkpoint resumes alone and at two ranks. Every
+// `ember train mnist`, `train metric` and `train seresnext` as one of the two ranks of `mpirun -np
+// 2` (Note [Training under mpirun] in apps/train/data_parallel.h): the job trains what one process
+// trains on the same global batch (a metric loss over both ranks' embeddings together), only
+// rank 0 prints and writes, and the job's checkpoint resumes alone and at two ranks. Every
 // rank runs every case in the same order (Note [MPI tests], tests/nn/distributed/CMakeLists.txt).
 #include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
 
+#include "apps/train/train_metric.h"
 #include "apps/train/train_mnist.h"
 #include "apps/train/train_seresnext.h"
 #include "ember.h"
@@ -142,7 +144,7 @@ TEST_CASE("mpi train mnist: the job's checkpoint resumes alone and at two ranks,
   group->barrier();
 }
 
-TEST_CASE("mpi train seresnext: two ranks with accumulation; rank 0 prints and writes, both report the job's scores") {
+TEST_CASE("mpi train seresnext: two ranks with accumulation and sync BN; rank 0 prints and writes, both report the job's scores") {
   auto group = world();
   test::TempDir dir("mpi_train");
   test::write_bar_folders(dir, 6);
@@ -158,12 +160,13 @@ TEST_CASE("mpi train seresnext: two ranks with accumulation; rank 0 prints and w
   c.crop_scale = 1.0;
   c.workers = 1;
   c.seed = 3;
+  c.sync_bn = true;
   c.group = group;
   c.save = shared + "/seresnext.safetensors";
   std::ostringstream out, progress;
   const apps::TrainSeresnextResult r = apps::train_seresnext(c, out, progress, /*interactive=*/false);
   if (group->rank() == 0)
-    CHECK(out.str().find("batch 8 x 2 x 2 ranks = 32 per step") != std::string::npos);
+    CHECK(out.str().find("batch 8 x 2 x 2 ranks = 32 per step (synchronised batch norm)") != std::string::npos);
   else
     CHECK(out.str().empty());
   CHECK(std::filesystem::exists(c.save));
@@ -173,5 +176,71 @@ TEST_CASE("mpi train seresnext: two ranks with accumulation; rank 0 prints and w
   group->broadcast(rank0, 0);
   CHECK(mine.data<double>()[0] == rank0.data<double>()[0]);
   CHECK(mine.data<double>()[1] == rank0.data<double>()[1]);
+  group->barrier();
+}
+
+TEST_CASE("mpi train metric: two ranks at batch 16 train what one process trains at batch 32, loss module included") {
+  auto group = world();
+  test::TempDir dir("mpi_train");
+  test::write_synthetic_mnist(dir, 320, 100);
+  const std::string shared = rank0_dir(*group, dir);
+  const std::string loss = GENERATE(as<std::string>{}, "ntxent", "arcface");
+  INFO(loss);
+  auto recipe = [&](int64_t batch_size) {
+    apps::TrainMetricConfig c;
+    c.data = dir.path.string();
+    c.loss = loss;
+    c.dim = 16;
+    c.per_class = 8;  // global batches of 4 classes x 8
+    c.epochs = 2;
+    c.batch_size = batch_size;
+    c.optimizer = "sgd";  // Adam's first steps are sign-like: rounding-level gradient differences would show
+    c.lr = 0.05;
+    c.schedule = "none";
+    c.seed = 5;
+    return c;
+  };
+  auto train_metric = [](const apps::TrainMetricConfig& c, std::string* printed = nullptr) {
+    std::ostringstream out, progress;
+    const apps::TrainMetricResult r = apps::train_metric(c, out, progress, /*interactive=*/false);
+    if (printed) *printed = out.str();
+    return r;
+  };
+
+  apps::TrainMetricConfig job = recipe(16);
+  job.group = group;
+  job.save = shared + "/metric_" + loss + ".safetensors";
+  std::string printed;
+  const apps::TrainMetricResult ran = train_metric(job, &printed);
+  if (group->rank() == 0)
+    CHECK(printed.find("batch 32 (4 classes x 8), 16 per rank x 2 ranks") != std::string::npos);
+  else
+    CHECK(printed.empty());
+  // Both ranks score the gathered test embeddings: the same retrieval figures.
+  Tensor mine = tensor<double>({ran.metrics.precision_at_1, ran.metrics.map_at_r, ran.train_loss});
+  Tensor rank0 = mine.clone();
+  group->broadcast(rank0, 0);
+  REQUIRE_THAT(mine, test::all_close(rank0, 0, 0));
+
+  if (group->rank() == 0) {
+    apps::TrainMetricConfig alone = recipe(32);
+    alone.save = dir.file("alone.safetensors");
+    const apps::TrainMetricResult single = train_metric(alone);
+    // The model's weights and, for arcface, the class weights "loss.W".
+    check_state_close(load_checkpoint(job.save).model, load_checkpoint(alone.save).model);
+    CHECK(ran.train_loss == Approx(single.train_loss).epsilon(1e-4));
+    CHECK(ran.metrics.precision_at_1 == Approx(single.metrics.precision_at_1).margin(0.011));
+    CHECK(ran.metrics.map_at_r == Approx(single.metrics.map_at_r).margin(0.011));
+
+    // The job's checkpoint resumes alone, at the recipe's global batch.
+    apps::TrainMetricConfig resumed;
+    resumed.data = dir.path.string();
+    resumed.resume = job.save;
+    resumed.epochs = 3;
+    std::string resumed_out;
+    train_metric(resumed, &resumed_out);
+    CHECK(resumed_out.find("batch 32 per rank on 1 rank(s) keeps the checkpoint's global batch of 32") !=
+          std::string::npos);
+  }
   group->barrier();
 }
