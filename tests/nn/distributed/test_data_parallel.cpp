@@ -163,8 +163,9 @@ TEST_CASE("distributed entry points say what the build lacks") {
     CHECK_THROWS_WITH(init_process_group(), Contains("ember was built without MPI; install libopenmpi-dev and reconfigure"));
     CHECK_THROWS_WITH(DistributedDataParallel(std::make_shared<Linear>(2, 2)), Contains("built without MPI"));
   }
-  CHECK_FALSE(available(Device::cuda(0)));  // the NCCL backend is not written yet (Note [NCCL seam])
-  CHECK_THROWS_WITH(init_process_group(Device::cuda(0)), Contains("ember was built without NCCL"));
+  if (!available(Device::cuda(0))) {  // a build without NCCL (Note [NCCL seam])
+    CHECK_THROWS_WITH(init_process_group(Device::cuda(0)), Contains("ember was built without NCCL"));
+  }
 }
 
 TEST_CASE("collectives refuse tensors they cannot send, naming the op") {
