@@ -6,6 +6,8 @@
 
 #include <atomic>
 
+#include "cuda/sim/executor.h"  // spin_wait
+
 namespace ember::sim {
 template <class T>
 std::atomic_ref<T> atomic_at(T* address) { return std::atomic_ref<T>(*address); }
@@ -37,8 +39,9 @@ EMBER_SIM_ATOMIC_ADD(double)
   inline T atomicAnd(T* a, T v) { return ember::sim::atomic_at(a).fetch_and(v, std::memory_order_relaxed); } \
   inline T atomicOr(T* a, T v) { return ember::sim::atomic_at(a).fetch_or(v, std::memory_order_relaxed); }   \
   inline T atomicXor(T* a, T v) { return ember::sim::atomic_at(a).fetch_xor(v, std::memory_order_relaxed); } \
-  inline T atomicCAS(T* a, T compare, T v) {                                                         \
-    ember::sim::atomic_at(a).compare_exchange_strong(compare, v, std::memory_order_relaxed);         \
+  inline T atomicCAS(T* a, T compare, T v) { /* Note [spinning fibers] in executor.cpp */         \
+    if (!ember::sim::atomic_at(a).compare_exchange_strong(compare, v, std::memory_order_relaxed))    \
+      ember::sim::spin_wait();                                                                       \
     return compare;                                                                                  \
   }
 EMBER_SIM_ATOMIC_INTEGER(int)

@@ -11,6 +11,23 @@
 // The waiting threads are then woken and unwound (an internal Abort exception), every thread
 // finishes the block, and launch() throws the first error.
 //
+// Note [Execution modes]: CUDA threads run either as OS threads or as fibers (executor.h).
+// Everything that waits (a barrier, a warp operation) goes through wait_until(), which blocks
+// on the condition variable under OS threads and, under fibers, suspends the calling fiber
+// until the scheduler (run_on_fibers) resumes it and the condition holds. The scheduler resumes
+// the live fibers of a block round-robin: the first round runs every thread to its first
+// barrier, the last arrival releases it, and the next round carries them all past it, so a
+// barrier costs two switches per thread; a warp operation completes when its last lane
+// arrives, so a shuffle reduction costs a round per step. Misuse detection is shared: the
+// checks run before any wait, in both modes. Fibers give up what OS threads offer to
+// ThreadSanitizer (a block's threads running concurrently), so TSan builds use threads.
+//
+// Note [spinning fibers]: a fiber runs until it waits in a barrier or a warp operation, so a
+// CUDA thread spinning on memory that another thread of its block must change would spin
+// forever. The common spin, a lock taken with atomicCAS, calls spin_wait() on each failed
+// attempt, which suspends the fiber; a plain loop on a volatile flag still spins (as it may
+// on a GPU without independent thread scheduling).
+//
 // Note [locks and ThreadSanitizer]: a mutex creates a happens-before edge for ThreadSanitizer.
 // To keep kernel races visible, a CUDA thread takes a lock only where CUDA synchronises too:
 // the block lock in __syncthreads (and once on exit), its warp's lock in warp operations.
@@ -18,6 +35,7 @@
 
 #include <array>
 #include <barrier>
+#include <cstdlib>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -31,6 +49,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/sim/fiber.h"
 
 namespace ember::sim {
 namespace {
@@ -39,6 +58,17 @@ struct Abort {};  // unwinds a CUDA thread after another one failed the launch
 
 constexpr int kWarpSize = 32;
 constexpr int kMaxCollectives = 8;  // warp operations with disjoint masks in flight at once
+
+// What a GPU does with the misuses the simulator stops (Note [misuse detection]), from the PTX
+// ISA's `exit` (exited threads release a barrier that waits only for them) and the CUDA guide
+// (warp operations over exited lanes are undefined).
+constexpr std::string_view kBarrierAfterExit =
+    " (a barrier every thread must reach: not after an early return or inside a divergent branch; a GPU "
+    "releases it without the exited threads, which CUDA leaves undefined, so such code may seem to work there "
+    "and break on another GPU or compiler)";
+constexpr std::string_view kWarpOpAfterExit =
+    " (on a GPU a warp operation whose mask names an exited lane is undefined: it may hang or read a stale "
+    "value; leave exited lanes out of the mask)";
 
 std::string where_str(const std::source_location& w) {
   return detail::concat(w.file_name(), ":", w.line());
@@ -164,12 +194,27 @@ void ResetBlock::operator()() noexcept {
   if (l.current_block < l.nblocks) l.reset_block();
 }
 
-// What a pool thread knows about the CUDA thread it is running.
+// What an OS thread knows about the CUDA thread it is running.
 struct ThreadContext {
   Launch* launch = nullptr;
   unsigned tid = 0, warp = 0, lane = 0;
+  Fiber* fiber = nullptr;  // null when the CUDA thread is an OS thread
 };
 thread_local ThreadContext tl_context;
+
+// Waits, with `lock` held on entry and on return, until pred() holds (Note [Execution modes]).
+template <class Pred>
+void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Pred pred) {
+  if (tl_context.fiber == nullptr) {
+    cv.wait(lock, pred);
+    return;
+  }
+  while (!pred()) {
+    lock.unlock();
+    tl_context.fiber->suspend();  // the scheduler restores tl_context before resuming us
+    lock.lock();
+  }
+}
 
 ThreadContext& context(const char* what) {
   EMBER_CHECK(tl_context.launch != nullptr, what, ": called outside a kernel running on the simulator");
@@ -193,7 +238,7 @@ void thread_exit(Launch& l, const ThreadContext& c) {
       if (col.active && !col.done && (col.mask & bit(c.lane)))
         err = detail::concat(l.thread_str(c.tid), " (lane ", c.lane, ") exited while lanes ", hex(col.arrived),
                              " of its warp wait for it in ", op_name(col.op), " with mask ", hex(col.mask), " at ",
-                             where_str(col.where));
+                             where_str(col.where), kWarpOpAfterExit);
   }
   if (!err) {
     std::lock_guard lock(l.block.mutex);
@@ -201,7 +246,7 @@ void thread_exit(Launch& l, const ThreadContext& c) {
     if (l.block.arrived > 0)
       err = detail::concat(l.thread_str(c.tid), " exited while ", l.block.arrived,
                            " threads of its block wait in __syncthreads at ", where_str(l.block.barrier_where),
-                           " (a barrier every thread must reach: not after an early return or inside a divergent branch)");
+                           kBarrierAfterExit);
   }
   if (err) l.fail(std::move(*err));
 }
@@ -231,6 +276,100 @@ void run_launch(Launch& l, unsigned tid) {
     l.block_end.arrive_and_wait();
   }
   tl_context = {};
+}
+
+// ---- fibers ---------------------------------------------------------------------------------
+
+// Large enough for kernels' local arrays and for the frames of an exception unwinding a
+// CUDA thread; only the pages a thread touches are ever backed by memory.
+constexpr size_t kFiberStackBytes = 256 * 1024;
+
+struct FiberThread {
+  ThreadContext context;
+  uint3 thread_index;
+  Fiber* fiber;
+};
+
+void fiber_entry(void* arg) {
+  FiberThread& t = *static_cast<FiberThread*>(arg);
+  run_thread(*t.context.launch, t.context);
+}
+
+// Runs the launch's blocks one after another on the calling thread, each CUDA thread a fiber
+// (Note [Execution modes]).
+class FiberScheduler {
+ public:
+  void run(Launch& l) {
+    while (fibers_.size() < l.nthreads) fibers_.push_back(std::make_unique<Fiber>(kFiberStackBytes));
+    const dim3 b = l.spec.block, g = l.spec.grid;
+    threads_.resize(l.nthreads);
+    for (unsigned tid = 0; tid < l.nthreads; ++tid)
+      threads_[tid] = {{&l, tid, tid / kWarpSize, tid % kWarpSize, fibers_[tid].get()},
+                       {tid % b.x, tid / b.x % b.y, tid / (b.x * b.y)}, fibers_[tid].get()};
+    blockDim = b;
+    gridDim = g;
+    for (uint64_t id = 0; id < l.nblocks && !l.failed.load(); ++id) {
+      if (id > 0) l.reset_block();
+      blockIdx = {unsigned(id % g.x), unsigned(id / g.x % g.y), unsigned(id / (uint64_t(g.x) * g.y))};
+      run_block();
+    }
+    tl_context = {};
+  }
+
+ private:
+  void run_block() {
+    live_.clear();
+    for (FiberThread& t : threads_) {
+      t.fiber->start(&fiber_entry, &t);
+      live_.push_back(&t);
+    }
+    while (!live_.empty()) {
+      size_t kept = 0;
+      for (FiberThread* t : live_) {
+        tl_context = t->context;
+        threadIdx = t->thread_index;
+        if (!t->fiber->resume()) live_[kept++] = t;
+      }
+      live_.resize(kept);
+    }
+  }
+
+  std::vector<std::unique_ptr<Fiber>> fibers_;  // reused across launches (one at a time)
+  std::vector<FiberThread> threads_;
+  std::vector<FiberThread*> live_;
+};
+
+FiberScheduler& fiber_scheduler() {
+  static FiberScheduler* s = new FiberScheduler;  // leaked, like the pool
+  return *s;
+}
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+Execution initial_execution() {
+  const char* env = std::getenv("EMBER_SIM_EXECUTION");
+  const std::string_view asked = env ? env : "";
+  EMBER_CHECK(asked.empty() || asked == "threads" || asked == "fibers",
+              "EMBER_SIM_EXECUTION: expected threads or fibers, got '", asked, "'");
+  EMBER_CHECK(!(kThreadSanitizer && asked == "fibers"),
+              "EMBER_SIM_EXECUTION=fibers: a ThreadSanitizer build runs CUDA threads as OS threads, so that "
+              "it sees their races");
+  return asked == "threads" || kThreadSanitizer || !fibers_supported() ? Execution::threads : Execution::fibers;
+}
+
+std::atomic<Execution>& execution_setting() {
+  static std::atomic<Execution> mode{initial_execution()};
+  return mode;
 }
 
 // ---- the pool -------------------------------------------------------------------------------
@@ -322,7 +461,8 @@ std::optional<std::string> check_participants(const Launch& l, const WarpState& 
     return head() + detail::concat("lanes ", hex(mask & ~ws.existing), " of warp ", warp,
                                    " do not exist (the block has ", l.nthreads, " threads)");
   if (mask & ws.exited)
-    return head() + detail::concat("lanes ", hex(mask & ws.exited), " of warp ", warp, " have already exited");
+    return head() + detail::concat("lanes ", hex(mask & ws.exited), " of warp ", warp, " have already exited",
+                                   kWarpOpAfterExit);
   const uint64_t gen = l.block.generation.load();
   for (unsigned lane = 0; lane < kWarpSize; ++lane)
     if ((mask & ws.at_barrier & bit(lane)) && ws.barrier_gen[lane] == gen)
@@ -377,7 +517,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
       col->unread = col->mask;
       ws.cv.notify_all();
     } else {
-      ws.cv.wait(lock, [&] { return col->done || l.failed.load(); });
+      wait_until(lock, ws.cv, [&] { return col->done || l.failed.load(); });
     }
   }
   if (err) {
@@ -414,8 +554,7 @@ void syncthreads(const std::source_location& where) {
     gen = b.generation.load();
     if (b.exited > 0) {
       err = detail::concat("__syncthreads at ", where_str(where), ": ", l.thread_str(c.tid), " waits for ",
-                           b.exited, " threads of its block that have already exited (a barrier every thread "
-                           "must reach: not after an early return or inside a divergent branch)");
+                           b.exited, " threads of its block that have already exited", kBarrierAfterExit);
     } else if (b.arrived > 0 && (b.barrier_where.line() != where.line() ||
                                  std::string_view(b.barrier_where.file_name()) != where.file_name())) {
       err = detail::concat("divergent __syncthreads: ", l.thread_str(c.tid), " waits at ", where_str(where),
@@ -427,7 +566,7 @@ void syncthreads(const std::source_location& where) {
         b.generation.store(gen + 1);
         b.cv.notify_all();
       } else {
-        b.cv.wait(lock, [&] { return b.generation.load() != gen || l.failed.load(); });
+        wait_until(lock, b.cv, [&] { return b.generation.load() != gen || l.failed.load(); });
       }
     }
   }
@@ -437,6 +576,24 @@ void syncthreads(const std::source_location& where) {
     ws.at_barrier &= ~bit(c.lane);
   }
   if (b.generation.load() == gen) throw Abort{};  // woken by a failure, not by the barrier
+}
+
+Execution execution() { return execution_setting().load(); }
+
+bool fibers_available() { return fibers_supported() && !kThreadSanitizer; }
+
+void set_execution(Execution mode) {
+  EMBER_CHECK(mode == Execution::threads || !kThreadSanitizer,
+              "SIMT simulator: a ThreadSanitizer build runs CUDA threads as OS threads, so that it sees their races");
+  EMBER_CHECK(mode == Execution::threads || fibers_supported(), "SIMT simulator: fibers are implemented for x86-64 only");
+  EMBER_CHECK(tl_context.launch == nullptr, "SIMT simulator: set_execution called from a kernel");
+  std::lock_guard lock(g_launch_mutex);  // not in the middle of a launch
+  execution_setting().store(mode);
+}
+
+void spin_wait() {
+  if (tl_context.fiber != nullptr) tl_context.fiber->suspend();
+  else if (tl_context.launch != nullptr) std::this_thread::yield();
 }
 
 void* dynamic_shared_memory() { return context("EMBER_DYNAMIC_SHARED").launch->dynamic_shared; }
@@ -474,7 +631,10 @@ void launch(const LaunchSpec& spec, KernelBody body) {
   auto l = std::make_unique<Launch>(spec, body, nthreads);
   l->dynamic_shared = shared.get();
   l->reset_block();
-  if (l->nblocks > 0) pool().run(*l);
+  if (l->nblocks > 0) {
+    if (execution() == Execution::fibers) fiber_scheduler().run(*l);
+    else pool().run(*l);
+  }
   if (l->failed.load()) EMBER_FAIL("kernel ", spec.kernel_name, " failed on the simulator: ", l->error);
 }
 

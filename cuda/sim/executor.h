@@ -3,10 +3,15 @@
 //
 //   ember::sim::launch({"saxpy", &saxpy, grid, block, 0}, body);   // what cuda/launch.h does
 //
-// Execution model (see cuda/README.md):
-// - ONE CUDA THREAD = ONE OS THREAD from a persistent pool (grown on demand, reused across
-//   blocks and launches). The threads of a block run concurrently, so ThreadSanitizer sees the
-//   same races a GPU would have; __syncthreads is a real barrier among them.
+// Execution model (see cuda/README.md), one of two (Note [Execution modes] in executor.cpp):
+// - fibers (the default): each CUDA thread of a block is a user-level fiber, and the thread
+//   that launched runs them in turn, switching at __syncthreads and warp operations. A switch
+//   costs nanoseconds, so barrier-heavy kernels run at the speed of their arithmetic.
+// - threads (ThreadSanitizer builds, or EMBER_SIM_EXECUTION=threads): ONE CUDA THREAD = ONE OS
+//   THREAD from a persistent pool (grown on demand, reused across blocks and launches). The
+//   threads of a block run concurrently, so ThreadSanitizer sees the same races a GPU would
+//   have; __syncthreads is a real barrier among them.
+// Both detect the same misuses with the same messages.
 // - The blocks of a grid run one after another, and launches one at a time (a process-wide
 //   lock); this is what lets static __shared__ be a function-local `static` (Note [static
 //   __shared__] in builtins.h). Races between blocks are therefore not observed.
@@ -42,6 +47,13 @@ struct LaunchSpec {
   size_t dynamic_shared_bytes;
 };
 
+enum class Execution { threads, fibers };
+// The mode of the next launches: EMBER_SIM_EXECUTION (threads|fibers) at start-up, fibers
+// by default; threads only under ThreadSanitizer, where asking for fibers is an error.
+Execution execution();
+void set_execution(Execution mode);
+bool fibers_available();  // x86-64 and not a ThreadSanitizer build
+
 // Runs body on grid x block CUDA threads; throws ember::Error on a launch error or a kernel
 // misuse. The caller has validated the grid and block shape (cuda/launch.h does).
 void launch(const LaunchSpec& spec, KernelBody body);
@@ -54,6 +66,9 @@ size_t max_dynamic_shared_bytes(const void* kernel);
 enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_xor };
 
 void* dynamic_shared_memory();
+// Called by a CUDA thread that waits for another one to change memory (a failed atomicCAS in a
+// spin lock): under fibers, lets the other threads of the block run first.
+void spin_wait();
 void syncthreads(const std::source_location& where);
 // The lanes of the calling thread's warp that exist (all 32 but in a block's last, partial
 // warp): __activemask() and the mask of cooperative groups' tiles. Note [__activemask]: a GPU

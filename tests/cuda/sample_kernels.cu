@@ -97,6 +97,18 @@ __global__ void fill_shared_kernel(size_t bytes, int* out) {
   }
 }
 
+// flag: (1,) starting at 0, out: (1,) -> thread 0 waits in an atomicCAS spin until the block's
+// last thread sets *flag = 1, then takes it (*flag = 2) and writes *out = 1. Needs independent
+// thread scheduling on a GPU (sm_70+); on the simulator, Note [spinning fibers].
+__global__ void wait_for_last_thread_kernel(int* flag, int* out) {
+  if (threadIdx.x == 0) {
+    while (atomicCAS(flag, 1, 2) != 1) {}
+    *out = 1;
+  } else if (threadIdx.x == blockDim.x - 1) {
+    atomicExch(flag, 1);
+  }
+}
+
 // ---- misuse ----------------------------------------------------------------------------------
 
 __global__ void early_return_kernel(float* out) {
@@ -176,6 +188,10 @@ void fill_shared(size_t bytes, int* out) { launch<fill_shared_kernel>(1, 128, by
 
 void allow_fill_shared(size_t bytes) {
   EMBER_CUDA_CHECK(cudaFuncSetAttribute(fill_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+void wait_for_last_thread(int* flag, int* out, unsigned threads) {
+  launch<wait_for_last_thread_kernel>(1, threads, 0, {}, flag, out);
 }
 
 void early_return_then_syncthreads(float* out) { launch<early_return_kernel>(1, 64, 0, {}, out); }

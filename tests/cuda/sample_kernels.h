@@ -26,6 +26,9 @@ void shuffles(int* out);
 void fill_shared(size_t bytes, int* out);
 // Makes fill_shared accept up to `bytes` (cudaFuncSetAttribute).
 void allow_fill_shared(size_t bytes);
+// One block: thread 0 spins on atomicCAS(flag, 1, 2) until the last thread sets *flag = 1;
+// then *out = 1. flag and out start at 0.
+void wait_for_last_thread(int* flag, int* out, unsigned threads);
 
 // ---- misuse the simulator must report -----------------------------------------------------
 void early_return_then_syncthreads(float* out);  // half the block returns, the rest syncs
