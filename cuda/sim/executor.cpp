@@ -50,6 +50,7 @@
 
 #include "core/error.h"
 #include "cuda/sim/fiber.h"
+#include "cuda/sim/profile.h"
 
 namespace ember::sim {
 namespace {
@@ -311,7 +312,9 @@ class FiberScheduler {
     for (uint64_t id = 0; id < l.nblocks && !l.failed.load(); ++id) {
       if (id > 0) l.reset_block();
       blockIdx = {unsigned(id % g.x), unsigned(id / g.x % g.y), unsigned(id / (uint64_t(g.x) * g.y))};
+      profile::block_begin(l.spec, id, l.dynamic_shared);  // fibers only: Note [profile model]
       run_block();
+      profile::block_end();
     }
     tl_context = {};
   }
@@ -562,6 +565,7 @@ void syncthreads(const std::source_location& where) {
     } else {
       if (b.arrived == 0) b.barrier_where = where;
       if (++b.arrived == l.nthreads) {
+        profile::barrier_completed(where);
         b.arrived = 0;
         b.generation.store(gen + 1);
         b.cv.notify_all();
@@ -594,6 +598,11 @@ void set_execution(Execution mode) {
 void spin_wait() {
   if (tl_context.fiber != nullptr) tl_context.fiber->suspend();
   else if (tl_context.launch != nullptr) std::this_thread::yield();
+}
+
+std::optional<ThreadPlace> current_thread() {
+  if (tl_context.launch == nullptr) return std::nullopt;
+  return ThreadPlace{tl_context.tid, tl_context.warp, tl_context.lane};
 }
 
 void* dynamic_shared_memory() { return context("EMBER_DYNAMIC_SHARED").launch->dynamic_shared; }

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <source_location>
 #include <string_view>
 
@@ -66,6 +67,12 @@ size_t max_dynamic_shared_bytes(const void* kernel);
 enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_xor };
 
 void* dynamic_shared_memory();
+// The calling CUDA thread's linear index in its block, warp and lane; nullopt outside kernel
+// code (for the profiler, cuda/sim/profile.h).
+struct ThreadPlace {
+  unsigned tid, warp, lane;
+};
+std::optional<ThreadPlace> current_thread();
 // Called by a CUDA thread that waits for another one to change memory (a failed atomicCAS in a
 // spin lock): under fibers, lets the other threads of the block run first.
 void spin_wait();

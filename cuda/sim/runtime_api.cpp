@@ -56,6 +56,11 @@ class DeviceMemory {
     return a + bytes <= it->first + it->second;
   }
 
+  std::vector<std::pair<uintptr_t, size_t>> ranges() const {
+    std::lock_guard lock(mutex_);
+    return {ranges_.begin(), ranges_.end()};
+  }
+
  private:
   mutable std::mutex mutex_;
   std::map<uintptr_t, size_t> ranges_;
@@ -81,6 +86,7 @@ size_t physical_memory() {
 }  // namespace
 
 cudaError_t ember::sim::record_error(cudaError_t error) { return record(error); }
+std::vector<std::pair<uintptr_t, size_t>> ember::sim::device_allocations() { return device_memory().ranges(); }
 
 struct CUstream_st {};
 struct CUevent_st {

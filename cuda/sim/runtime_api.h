@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -113,6 +116,8 @@ enum cudaDeviceAttr {
 namespace ember::sim {
 // Makes `error` the calling thread's last error (cudaGetLastError) and returns it.
 cudaError_t record_error(cudaError_t error);
+// Every live cudaMalloc range as (start address, bytes), by address (for the profiler).
+std::vector<std::pair<uintptr_t, size_t>> device_allocations();
 }  // namespace ember::sim
 
 const char* cudaGetErrorString(cudaError_t error);
