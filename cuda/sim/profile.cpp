@@ -49,7 +49,13 @@
 // where the lanes of a warp ran a basic block n_min..n_max times, the warp ran it n_max times,
 // n_max - n_min of them with inactive lanes (exact for convergent warps, Note [warp requests]).
 // Lanes that have returned count as inactive. Coverage at the `bb` level puts one guard in
-// each basic block (the `edge` default would add blocks on split edges).
+// each basic block (the `edge` default would add blocks on split edges). A block's line is
+// that of its guard call, which the compiler gives the location of the block's first
+// instruction; `ember-simcc --profile` compiles with -fno-inline-functions so that a kernel is
+// not inlined into the simulator's launch code, where that first instruction can be the
+// launch's own (loading a kernel argument) and the block would show a line of dropin.h.
+// Functions declared inline (and __forceinline__) are still inlined; their lines show the
+// innermost frame outside cuda/sim/ (profile_symbolize.h).
 #include "cuda/sim/profile.h"
 
 #include <algorithm>
