@@ -51,11 +51,11 @@
 // Lanes that have returned count as inactive. Coverage at the `bb` level puts one guard in
 // each basic block (the `edge` default would add blocks on split edges). A block's line is
 // that of its guard call, which the compiler gives the location of the block's first
-// instruction; `ember-simcc --profile` compiles with -fno-inline-functions so that a kernel is
-// not inlined into the simulator's launch code, where that first instruction can be the
-// launch's own (loading a kernel argument) and the block would show a line of dropin.h.
-// Functions declared inline (and __forceinline__) are still inlined; their lines show the
-// innermost frame outside cuda/sim/ (profile_symbolize.h).
+// instruction. Under `ember-simcc --profile` kernels are noinline (profile_shared.h): inlined
+// into the simulator's launch code, a block's first instruction can be the launch's own (a
+// kernel argument's load sunk into a branch), and the block would show a line of dropin.h.
+// Everything else is inlined as usual; an access or block inside an inlined function shows
+// the innermost frame that is neither the simulator's nor a system header (profile_symbolize.h).
 #include "cuda/sim/profile.h"
 
 #include <algorithm>

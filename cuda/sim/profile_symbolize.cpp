@@ -100,7 +100,9 @@ SourceLine parse_location(std::string_view text) {
   return {std::string(text.substr(0, last)), unsigned(std::atoi(std::string(text.substr(last + 1)).c_str()))};
 }
 
-bool simulator_header(const std::string& file) { return file.find("/cuda/sim/") != std::string::npos; }
+bool user_code(const std::string& file) {
+  return file.find("/cuda/sim/") == std::string::npos && file.rfind("/usr/", 0) != 0;
+}
 
 // The frames of each offset, in order; fewer entries than offsets when the tool fails.
 std::vector<std::vector<SourceLine>> run_symbolizer(const std::string& command, const std::vector<uintptr_t>& offsets) {
@@ -152,9 +154,9 @@ std::vector<SourceLine> symbolize(const std::vector<uintptr_t>& pcs) {
     const std::vector<std::vector<SourceLine>> frames = run_symbolizer(command, offsets);
     for (size_t j = 0; j < frames.size() && j < indices.size(); ++j) {
       if (frames[j].empty()) continue;
-      const SourceLine* pick = &frames[j].front();
+      const SourceLine* pick = &frames[j].back();
       for (const SourceLine& f : frames[j])
-        if (!simulator_header(f.file)) { pick = &f; break; }
+        if (user_code(f.file)) { pick = &f; break; }
       lines[indices[j]] = *pick;
     }
   }

@@ -15,8 +15,9 @@ struct SourceLine {
   unsigned line = 0;
 };
 
-// pcs are addresses of this process's code; of the inlined frames at each, the innermost one
-// outside the simulator's own headers (cuda/sim/) is the answer.
+// pcs are addresses of this process's code; of the inlined frames at each, the answer is the
+// innermost one that is neither in the simulator's headers (cuda/sim/) nor in a system header
+// (under /usr/), else the outermost one (the function the code was inlined into).
 std::vector<SourceLine> symbolize(const std::vector<uintptr_t>& pcs);
 
 }  // namespace ember::sim::profile
