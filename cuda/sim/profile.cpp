@@ -194,6 +194,9 @@ void fold_guard(std::vector<uint32_t>& counts, unsigned nthreads, BranchTotals& 
 void print_at_exit() {
   std::ostringstream os;
   print(os, kernels());
+  if (execution() == Execution::threads)
+    os << "ember-simcc --profile: kernels run as OS threads (EMBER_SIM_EXECUTION=threads, ThreadSanitizer) are "
+          "not profiled; the fibers (the default) are\n";
   std::fputs(os.str().c_str(), stderr);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/sim/executor.h"
 #include "cuda/sim/profile.h"
 
 namespace profile_check {
@@ -28,6 +29,14 @@ inline void expect(bool ok, const std::string& what) {
 
 inline void expect_eq(uint64_t got, uint64_t want, const std::string& what) {
   expect(got == want, what + ": expected " + std::to_string(want) + ", got " + std::to_string(got));
+}
+
+// The profiler records kernels run as fibers only (Note [profile model] in cuda/sim/profile.cpp):
+// under OS threads (a ThreadSanitizer build, EMBER_SIM_EXECUTION=threads) a test is skipped.
+inline bool skipped_without_fibers() {
+  if (ember::sim::execution() == ember::sim::Execution::fibers) return false;
+  std::printf("EMBER_TEST_SKIPPED: the profiler records kernels run as fibers only, and this run uses OS threads\n");
+  return true;
 }
 
 inline bool ends_with(const std::string& s, const std::string& tail) {

@@ -69,6 +69,7 @@ void run_kernels() {
 }
 
 int main() {
+  if (skipped_without_fibers()) return 0;
   expect(ember::sim::profile::enabled(), "profiler on in a build with --profile");
   run_kernels();
   const auto all = ember::sim::profile::kernels();

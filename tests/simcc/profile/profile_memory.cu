@@ -160,6 +160,7 @@ void check_profiled() {
 
 int main(int argc, char** argv) {
   const bool expect_off = argc > 1 && std::strcmp(argv[1], "off") == 0;
+  if (!expect_off && skipped_without_fibers()) return 0;
   expect(ember::sim::profile::enabled() != expect_off,
          expect_off ? "profiler off in a build without --profile" : "profiler on in a build with --profile");
   run_kernels();
