@@ -43,7 +43,8 @@
 // publishes the section's bounds). Everything else is neither and is not counted: the thread's
 // stack and registers spilled to it, thread-locals such as threadIdx, kernel arguments, and
 // also __device__ and __constant__ variables (plain globals here), which a GPU would count as
-// global or constant memory.
+// global or constant memory. Atomic read-modify-writes are not seen at all: clang's tracing
+// covers plain loads and stores (a compare-and-swap loop's load shows).
 //
 // Note [divergence]: a warp runs a basic block once for all its active lanes, so in a block
 // where the lanes of a warp ran a basic block n_min..n_max times, the warp ran it n_max times,
