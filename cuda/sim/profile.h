@@ -67,7 +67,9 @@ struct KernelProfile {
 
 // Whether this program is instrumented (then profiling is on from start-up).
 bool enabled();
-// The statistics so far, symbolized (one symbolizer run per call), kernels by name.
+// The statistics so far, symbolized (one symbolizer run per call), kernels by name. Call it,
+// and reset(), between launches (launches are synchronous: not from another host thread while
+// one runs).
 std::vector<KernelProfile> kernels();
 // The table `ember-simcc --profile` prints at exit.
 void print(std::ostream& os, const std::vector<KernelProfile>& profiles);
