@@ -407,7 +407,7 @@ void apply_dependent_defaults(const CLI::App& cmd, bool dry_run, ember::apps::Tr
 // environment; every train command runs alone or as one rank of a job.
 void join_data_parallel_job(ember::apps::TrainingOptions& c) {
   if (ember::distributed::launched_world_size() <= 1) return;
-  c.group = ember::apps::process_group_from_environment(ember::parse_device(c.device));
+  c.group = ember::apps::process_group_from_environment(ember::apps::training_device(c.device));
 }
 
 ember::apps::TrainMnistConfig train_mnist_config(const CommandLine& cl) {

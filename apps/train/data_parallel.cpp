@@ -2,6 +2,7 @@
 #include "apps/train/data_parallel.h"
 
 #include "core/error.h"
+#include "cuda/runtime.h"
 #include "datasets/batch_shard_sampler.h"
 #include "datasets/distributed_sampler.h"
 #include "nn/distributed/data_parallel.h"
@@ -13,6 +14,12 @@ namespace ember::apps {
 std::shared_ptr<distributed::ProcessGroup> process_group_from_environment(Device device) {
   if (distributed::launched_world_size() <= 1) return nullptr;
   return distributed::init_process_group(device);
+}
+
+Device training_device(const std::string& device) {
+  if (distributed::launched_world_size() <= 1) return parse_device(device);
+  return parse_device(
+      distributed::device_for_local_rank(device, distributed::launched_local_rank(), cuda::device_count()));
 }
 
 std::shared_ptr<const Sampler> DataParallelRun::sampler(int64_t num_samples) const {

@@ -42,6 +42,11 @@ namespace ember::apps {
 // for a cpu device, NCCL for cuda); null otherwise.
 std::shared_ptr<distributed::ProcessGroup> process_group_from_environment(Device device);
 
+// The device this process trains on for --device `device`: under mpirun, "cuda" means this
+// rank's own GPU (Note [One GPU per rank] in nn/distributed/process_group.h). The recipe and the
+// checkpoint keep the flag as given, so a resumed job maps its ranks the same way.
+Device training_device(const std::string& device);
+
 class DataParallelRun {
  public:
   explicit DataParallelRun(std::shared_ptr<distributed::ProcessGroup> group) : group_(std::move(group)) {}

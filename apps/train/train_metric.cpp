@@ -89,7 +89,7 @@ MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>
   MetricRun run;
   run.config = c;
   run.parallel = DataParallelRun(c.group);
-  run.state.device = parse_device(c.device);
+  run.state.device = training_device(c.device);
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
   run.test_data = std::make_shared<MnistDataset>(c.data, false);

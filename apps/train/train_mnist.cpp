@@ -51,7 +51,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
   MnistRun run;
   run.config = c;
   run.parallel = DataParallelRun(c.group);
-  run.state.device = parse_device(c.device);
+  run.state.device = training_device(c.device);
   manual_seed(c.seed);
   run.train_data = std::make_shared<MnistDataset>(c.data, true);
   run.test_data = std::make_shared<MnistDataset>(c.data, false);

@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "apps/bench/timing.h"
+#include "apps/train/data_parallel.h"
 #include "apps/train/mixup.h"
 #include "apps/train/run_log.h"
 #include "apps/train/training_loop.h"
@@ -130,7 +131,7 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
   EMBER_CHECK(run.entry->channels == 3 && run.entry->any_image_size, "train seresnext: '", c.model,
               "' is not a member of the ResNet family");
   run.image_size = c.image_size > 0 ? c.image_size : run.entry->image_size;
-  run.state.device = parse_device(c.device);
+  run.state.device = training_device(c.device);
   run.parallel = DataParallelRun(c.group);
   manual_seed(c.seed);
   load_data(run);

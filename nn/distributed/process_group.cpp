@@ -2,6 +2,8 @@
 #include "nn/distributed/process_group.h"
 
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 
 #include "autograd/graph.h"
 #include "core/error.h"
@@ -21,17 +23,38 @@ std::shared_ptr<ProcessGroup> init_process_group(Device device) {
   return device.is_cpu() ? detail::mpi_process_group() : detail::nccl_process_group(device.index);
 }
 
-int launched_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+namespace {
+// The first of `names` set in the environment, as an integer of at least `minimum`; `fallback`
+// when none is set.
+int launcher_variable(std::initializer_list<const char*> names, long minimum, const char* what, int fallback) {
+  for (const char* name : names) {
     const char* value = std::getenv(name);
     if (!value || !*value) continue;
     char* rest = nullptr;
     const long n = std::strtol(value, &rest, 10);
-    EMBER_CHECK(*rest == '\0' && n >= 1, "distributed: ", name, "='", value,
-                "' in the environment is not a world size (expected a positive integer)");
+    EMBER_CHECK(*rest == '\0' && n >= minimum, "distributed: ", name, "='", value, "' in the environment is not ",
+                what);
     return int(n);
   }
-  return 1;
+  return fallback;
+}
+}  // namespace
+
+int launched_world_size() {
+  return launcher_variable({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1,
+                           "a world size (expected a positive integer)", 1);
+}
+
+int launched_local_rank() {
+  return launcher_variable({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, 0,
+                           "a local rank (expected an integer of at least 0)", 0);
+}
+
+std::string device_for_local_rank(const std::string& device, int local_rank, int device_count) {
+  if (device != "cuda") return device;
+  EMBER_CHECK(device_count > 0, "distributed: --device cuda on local rank ", local_rank,
+              ": this machine has no CUDA device");
+  return "cuda:" + std::to_string(local_rank % device_count);
 }
 
 void abort_job_if_distributed(const std::string& why) { detail::mpi_abort_if_running(why); }

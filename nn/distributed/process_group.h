@@ -95,6 +95,17 @@ std::shared_ptr<ProcessGroup> init_process_group(Device device = Device::cpu());
 // is above 1.
 int launched_world_size();
 
+// This process's rank among the job's processes on its machine (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID); 0 when none is set.
+int launched_local_rank();
+
+// Note [One GPU per rank]: the device a rank of a job trains on when the user asked for
+// `device` ("cpu", "cuda" or "cuda:N"). "cuda" without an index means one GPU per rank on each
+// machine, cuda(local_rank % device_count), as torchrun's LOCAL_RANK convention does, so that
+// `mpirun -np 8 ember train ... --device cuda` spreads over eight GPUs (NCCL refuses two ranks
+// on one GPU); an explicit index, or "cpu", is kept.
+std::string device_for_local_rank(const std::string& device, int local_rank, int device_count);
+
 // Note [Failing ranks] for programs that catch their errors: when this process is one rank of a
 // running job (a group exists and the world has other ranks), prints "rank R of N: <why>" and
 // stops every rank; otherwise returns, so the caller reports the error as a lone process would.

@@ -3,6 +3,8 @@
 // (g + 1) / 2 and every collective is logged. The same code over MPI: test_mpi_*.cpp.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -176,4 +178,45 @@ TEST_CASE("collectives refuse tensors they cannot send, naming the op") {
                     Contains("broadcast: expected a f32, f64 or i64 tensor, got u8"));
   CHECK_THROWS_WITH(check_collective_tensor("all_reduce", group, zeros({2}, {.requires_grad = true}), true),
                     Contains("all_reduce: in-place write to a tensor that requires grad"));
+}
+
+namespace {
+// Sets an environment variable for one scope, restoring the previous value (or its absence).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+}  // namespace
+
+TEST_CASE("under mpirun, --device cuda means one GPU per rank on each machine") {
+  CHECK(device_for_local_rank("cuda", 0, 8) == "cuda:0");
+  CHECK(device_for_local_rank("cuda", 5, 8) == "cuda:5");
+  CHECK(device_for_local_rank("cuda", 9, 8) == "cuda:1");  // more ranks than GPUs: they share
+  CHECK(device_for_local_rank("cuda:3", 5, 8) == "cuda:3");  // an explicit index is kept
+  CHECK(device_for_local_rank("cpu", 5, 8) == "cpu");
+  CHECK_THROWS_WITH(device_for_local_rank("cuda", 2, 0), Contains("local rank 2: this machine has no CUDA device"));
+
+  ScopedEnv open_mpi("OMPI_COMM_WORLD_LOCAL_RANK", nullptr), mpich("MPI_LOCALRANKID", nullptr),
+      slurm("SLURM_LOCALID", nullptr);
+  CHECK(launched_local_rank() == 0);
+  {
+    ScopedEnv set("SLURM_LOCALID", "3");
+    CHECK(launched_local_rank() == 3);
+    ScopedEnv first("OMPI_COMM_WORLD_LOCAL_RANK", "1");  // Open MPI's name wins
+    CHECK(launched_local_rank() == 1);
+  }
+  ScopedEnv bad("MPI_LOCALRANKID", "-1");
+  CHECK_THROWS_WITH(launched_local_rank(), Contains("MPI_LOCALRANKID='-1'") && Contains("not a local rank"));
 }
