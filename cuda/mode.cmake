@@ -52,6 +52,28 @@ if(EMBER_CUDA_MODE STREQUAL "REAL")
   find_package(CUDAToolkit REQUIRED)
 endif()
 
+# Note [EMBER_SIM_PROFILE]: the kernel profiler of `ember-simcc --profile` (cuda/sim/profile.h)
+# built into ember itself: the files ember_add_cuda_sources() adds (ops/cuda/*.cu) are compiled
+# as ember-simcc --profile compiles a .cu file (debug lines, sanitizer coverage of basic blocks,
+# loads and stores, cuda/sim/profile_shared.h first), an allowlist keeps the coverage to those
+# files, and the ember library brings the coverage callbacks (cuda/sim/profile_coverage.cpp,
+# pulled in by its anchor), so every ember program prints a table per kernel at exit.
+if(EMBER_SIM_PROFILE)
+  if(NOT EMBER_CUDA_MODE STREQUAL "SIM")
+    message(FATAL_ERROR "EMBER_SIM_PROFILE=ON needs EMBER_CUDA=SIM (the profiler is the simulator's), got "
+                        "EMBER_CUDA=${EMBER_CUDA} (CUDA backend: ${EMBER_CUDA_MODE})")
+  endif()
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang" OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 16)
+    message(FATAL_ERROR "EMBER_SIM_PROFILE=ON needs clang++ 16 or later as the C++ compiler (sanitizer "
+                        "coverage of loads and stores), got ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}; "
+                        "configure a fresh build directory with CXX=clang++-16")
+  endif()
+  if(EMBER_SANITIZE)
+    message(FATAL_ERROR "EMBER_SIM_PROFILE=ON records nothing under sanitizers (it needs fiber execution); "
+                        "leave EMBER_SANITIZE empty")
+  endif()
+  set(_ember_cuda_note "${_ember_cuda_note} (kernel profiler)")
+endif()
 if(EMBER_SANITIZE)
   set(_ember_cuda_note " (sanitizer build)")
 endif()
@@ -79,7 +101,26 @@ endif()
 function(ember_add_cuda_sources target)
   target_sources(${target} PRIVATE ${ARGN})
   if(EMBER_CUDA_MODE STREQUAL "SIM")
+    set(options -x c++)
+    if(EMBER_SIM_PROFILE)
+      # Note [EMBER_SIM_PROFILE]. The allowlist names the files by their path below the source
+      # root with a leading `*`, so that it matches however the compiler is given the file
+      # (ccache's base_dir makes absolute paths relative).
+      set(allowlist ${PROJECT_BINARY_DIR}/ember_sim_profile/${target}.allowlist)
+      set(entries "")
+      foreach(file IN LISTS ARGN)
+        get_filename_component(file ${file} ABSOLUTE)
+        file(RELATIVE_PATH file ${PROJECT_SOURCE_DIR} ${file})
+        string(APPEND entries "src:*${file}\n")
+      endforeach()
+      file(WRITE ${allowlist} "${entries}fun:*\n")  # both must match
+      # No loop or SLP vectorisation: a CUDA thread's accesses stay scalar as on a GPU, and
+      # coverage traces no load or store wider than 16 bytes (an AVX-512 one would be lost).
+      list(APPEND options -include cuda/sim/profile_shared.h -g -fno-vectorize -fno-slp-vectorize
+           -fsanitize-coverage=bb,trace-pc-guard,trace-loads,trace-stores
+           -fsanitize-coverage-allowlist=${allowlist})
+    endif()
     set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target}
-                                PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-x;c++")
+                                PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "${options}")
   endif()
 endfunction()
