@@ -23,12 +23,19 @@ namespace {
 constexpr int kTile = 32;        // output tile edge
 constexpr int kTileK = 16;       // depth of one shared-memory step
 constexpr int kThreadsEdge = 16;  // block (16, 16); each thread computes a 2x2 output patch
+// Note [Tile padding]: an operand whose k is its unit-stride dim (A not transposed, B
+// transposed) is read 16 k by 2 rows per warp and stored down the tile's columns: lane l writes
+// tile[l % 16][r + l / 16]. With rows of 33 words that is bank (k + r + l / 16) % 32, and lanes
+// (k, r + 1) and (k + 1, r) share a bank: a 2-way conflict on every such store. Rows of 34 words
+// give bank (2 k + r + l / 16) % 32, 32 distinct banks; row-wise stores (the other layouts) and
+// the broadcast reads of the inner loop stay conflict-free.
+constexpr int kTilePad = 2;
 
 // args: see GemmArgs; grid (ceil(N / 32), ceil(M / 32), batch items from z_base).
 template <class T>
 __global__ void gemm_tiled_kernel(GemmArgs<T> p, int64_t z_base) {
-  __shared__ T a_tile[kTileK][kTile + 1];  // a_tile[k][m] = op(A)(m0 + m, k0 + k)
-  __shared__ T b_tile[kTileK][kTile + 1];  // b_tile[k][n] = op(B)(k0 + k, n0 + n)
+  __shared__ T a_tile[kTileK][kTile + kTilePad];  // a_tile[k][m] = op(A)(m0 + m, k0 + k)
+  __shared__ T b_tile[kTileK][kTile + kTilePad];  // b_tile[k][n] = op(B)(k0 + k, n0 + n)
   const int64_t z = z_base + blockIdx.z;
   const int64_t outer = z / p.inner_count, inner = z % p.inner_count;
   const T* a = p.a + outer * p.a_outer + inner * p.a_inner;
