@@ -114,9 +114,10 @@ function(ember_add_cuda_sources target)
         string(APPEND entries "src:*${file}\n")
       endforeach()
       file(WRITE ${allowlist} "${entries}fun:*\n")  # both must match
-      # No loop or SLP vectorisation: a CUDA thread's accesses stay scalar as on a GPU, and
-      # coverage traces no load or store wider than 16 bytes (an AVX-512 one would be lost).
-      list(APPEND options -include cuda/sim/profile_shared.h -g -fno-vectorize -fno-slp-vectorize
+      # No loop vectorisation (a CUDA thread's loop stays a loop of scalar accesses, as on a
+      # GPU) and vectors of at most 16 bytes: coverage traces no load or store wider than that
+      # (an AVX-512 one would be lost), and a float4 stays one 16-byte access.
+      list(APPEND options -include cuda/sim/profile_shared.h -g -fno-vectorize -mprefer-vector-width=128
            -fsanitize-coverage=bb,trace-pc-guard,trace-loads,trace-stores
            -fsanitize-coverage-allowlist=${allowlist})
     endif()
