@@ -1,8 +1,8 @@
 // Creation and random kernels: arange, uniform, normal, randint. The random ones follow Note
 // [Philox layout] (ops/cpu/fill.cpp) and share the per-block math with the CPU
-// (ops/random_functors.h): one thread computes one Philox block and writes its values, so the
-// numbers equal the CPU's for one seed (uniforms and integers bitwise; normals up to the
-// device's sin/cos/log, within 1e-6).
+// (ops/random_functors.h): one thread computes one Philox block (its values reach memory through
+// shared memory, Note [Coalesced random fills]), so the numbers equal the CPU's for one seed
+// (uniforms and integers bitwise; normals up to the device's sin/cos/log, within 1e-6).
 #include "ops/cuda/elementwise_loops.h"
 #include "ops/cuda/register.h"
 #include "ops/kernels.h"
@@ -41,18 +41,34 @@ struct RandintDraw {
   }
 };
 
+// Note [Coalesced random fills]: a thread that draws one Philox block writes its per_block
+// values side by side, so a warp's store covers 4 (or 2) bytes in every 16 and uses a quarter
+// (half) of the sectors it touches. The block stages its draws in shared memory instead and
+// writes them back element by element along the threads: every store is consecutive. The
+// staging index pads one element per 32 (staged_index), so the strided writes into shared memory
+// hit 32 distinct banks.
+__device__ __forceinline__ int staged_index(int e) { return e + e / 32; }
+
 // out: (n,) contiguous; values [b * per_block, (b + 1) * per_block) come from Philox block
-// first_block + b of `seed`. One thread per block of values, grid-stride.
+// first_block + b of `seed`. One thread per block of values, grid-stride by whole thread blocks
+// (kElementwiseThreads threads; Note [Coalesced random fills]).
 template <class T, class Draw>
 __global__ void philox_kernel(int64_t n, uint64_t seed, uint64_t first_block, Draw draw, T* out) {
-  constexpr int kPer = Draw::per_block;
-  const int64_t blocks = (n + kPer - 1) / kPer;
-  for (int64_t b = global_thread_index(); b < blocks; b += grid_threads()) {
+  constexpr int kPer = Draw::per_block, kSpan = int(kElementwiseThreads) * kPer;
+  __shared__ T staged[kSpan + kSpan / 32];
+  const int t = int(threadIdx.x);
+  for (int64_t base = blockIdx.x * int64_t(kSpan); base < n; base += int64_t(gridDim.x) * kSpan) {
     uint32_t w[4];
-    philox_block(seed, first_block + uint64_t(b), w);
+    philox_block(seed, first_block + uint64_t(base / kPer + t), w);
     T v[kPer];
     draw(w, v);
-    for (int j = 0; j < kPer && b * kPer + j < n; ++j) out[b * kPer + j] = v[j];
+    for (int j = 0; j < kPer; ++j) staged[staged_index(t * kPer + j)] = v[j];
+    __syncthreads();
+    for (int j = 0; j < kPer; ++j) {
+      const int e = j * int(kElementwiseThreads) + t;
+      if (base + e < n) out[base + e] = staged[staged_index(e)];
+    }
+    __syncthreads();  // staged is rewritten by the next iteration
   }
 }
 
