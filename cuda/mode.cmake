@@ -52,6 +52,15 @@ if(EMBER_CUDA_MODE STREQUAL "REAL")
   find_package(CUDAToolkit REQUIRED)
 endif()
 
+# Note [Profile flags]: how a kernel file is compiled for the profiler, by `ember-simcc --profile`
+# (cuda/simcc/ember-simcc.in receives this list) and by EMBER_SIM_PROFILE alike: debug lines and
+# sanitizer coverage of basic blocks, loads and stores; no loop vectorisation (a CUDA thread's
+# loop stays a loop of scalar accesses, as on a GPU) and vectors of at most 16 bytes (coverage
+# traces no wider load or store, and a float4 stays one 16-byte access); no memcpy/memset idioms
+# (clang would turn a thread's copy loop into a library call, whose accesses are not traced).
+set(EMBER_SIM_PROFILE_FLAGS -g -fno-vectorize -mprefer-vector-width=128 -fno-builtin-memcpy -fno-builtin-memset
+    -fno-builtin-memmove -fsanitize-coverage=bb,trace-pc-guard,trace-loads,trace-stores)
+
 # Note [EMBER_SIM_PROFILE]: the kernel profiler of `ember-simcc --profile` (cuda/sim/profile.h)
 # built into ember itself: the files ember_add_cuda_sources() adds (ops/cuda/*.cu) are compiled
 # as ember-simcc --profile compiles a .cu file (debug lines, sanitizer coverage of basic blocks,
@@ -114,11 +123,7 @@ function(ember_add_cuda_sources target)
         string(APPEND entries "src:*${file}\n")
       endforeach()
       file(WRITE ${allowlist} "${entries}fun:*\n")  # both must match
-      # No loop vectorisation (a CUDA thread's loop stays a loop of scalar accesses, as on a
-      # GPU) and vectors of at most 16 bytes: coverage traces no load or store wider than that
-      # (an AVX-512 one would be lost), and a float4 stays one 16-byte access.
-      list(APPEND options -include cuda/sim/profile_shared.h -g -fno-vectorize -mprefer-vector-width=128
-           -fsanitize-coverage=bb,trace-pc-guard,trace-loads,trace-stores
+      list(APPEND options -include cuda/sim/profile_shared.h ${EMBER_SIM_PROFILE_FLAGS}  # Note [Profile flags]
            -fsanitize-coverage-allowlist=${allowlist})
     endif()
     set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target}
