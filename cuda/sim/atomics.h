@@ -49,6 +49,14 @@ EMBER_SIM_ATOMIC_INTEGER(unsigned int)
 EMBER_SIM_ATOMIC_INTEGER(unsigned long long)
 #undef EMBER_SIM_ATOMIC_INTEGER
 
+// Wrapping counters: atomicInc counts up to v and then restarts at 0; atomicDec counts down from
+// v and restarts at v after 0 (or when the value is above v), as CUDA defines them.
+inline unsigned int atomicInc(unsigned int* a, unsigned int v) {
+  return ember::sim::atomic_update(a, [v](unsigned int o) { return o >= v ? 0u : o + 1; });
+}
+inline unsigned int atomicDec(unsigned int* a, unsigned int v) {
+  return ember::sim::atomic_update(a, [v](unsigned int o) { return o == 0 || o > v ? v : o - 1; });
+}
 inline float atomicExch(float* a, float v) { return ember::sim::atomic_at(a).exchange(v, std::memory_order_relaxed); }
 inline int atomicSub(int* a, int v) { return ember::sim::atomic_at(a).fetch_sub(v, std::memory_order_relaxed); }
 inline unsigned int atomicSub(unsigned int* a, unsigned int v) {

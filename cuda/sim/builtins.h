@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "cuda/sim/vector_types.h"  // float4, int4, ... (uint3 and dim3 are below)
@@ -82,6 +83,12 @@ template <class T>
 inline void __stwb(T* p, T v) { *p = v; }
 template <class T>
 inline void __stwt(T* p, T v) { *p = v; }
+
+// Ends the kernel with an error, as a GPU's trap instruction does (there the launch fails with
+// cudaErrorLaunchFailure); here the launch fails naming the thread.
+[[noreturn]] inline void __trap() {
+  throw std::runtime_error("__trap() called: the kernel aborted (a GPU reports cudaErrorLaunchFailure)");
+}
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }

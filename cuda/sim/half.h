@@ -80,3 +80,16 @@ inline float __half2float(__half h) { return float(h); }
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 inline float __bfloat162float(__nv_bfloat16 b) { return float(b); }
+// The bits as they are (no conversion), as cuda_fp16.h / cuda_bf16.h define them.
+inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+inline __half __ushort_as_half(unsigned short bits) {
+  __half h;
+  h.__x = bits;
+  return h;
+}
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) {
+  __nv_bfloat16 b;
+  b.__x = bits;
+  return b;
+}

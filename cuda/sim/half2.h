@@ -1,11 +1,13 @@
 // Pairs of 16-bit floats (__half2, __nv_bfloat162) for the SIMT simulator, and the arithmetic
 // intrinsics of cuda_fp16.h / cuda_bf16.h that kernels use on them and on single values: each
-// computes in float and rounds the result once, as the GPU's instruction does.
+// computes in float and rounds the result once, as the GPU's instruction does (atomicAdd on a
+// pair rounds each half once, as sm_80's does).
 //
 //   __half2 p = __floats2half2_rn(a, b);
 //   float2 s = __half22float2(__hmul2(p, q));
 #pragma once
 
+#include "cuda/sim/atomics.h"  // atomic_update, for atomicAdd on pairs
 #include "cuda/sim/builtins.h"
 #include "cuda/sim/half.h"
 
@@ -54,7 +56,11 @@ using nv_bfloat162 = __nv_bfloat162;
   inline H2 operator*(H2 a, H2 b) { return __hmul2(a, b); }                                                 \
   inline H2 operator/(H2 a, H2 b) { return __h2div(a, b); }                                                 \
   inline H2& operator+=(H2& a, H2 b) { return a = __hadd2(a, b); }                                          \
-  inline H2& operator*=(H2& a, H2 b) { return a = __hmul2(a, b); }
+  inline H2& operator*=(H2& a, H2 b) { return a = __hmul2(a, b); }                                          \
+  inline H atomicAdd(H* address, H v) { return ember::sim::atomic_update(address, [v](H o) { return __hadd(o, v); }); } \
+  inline H2 atomicAdd(H2* address, H2 v) {                                                                  \
+    return ember::sim::atomic_update(address, [v](H2 o) { return __hadd2(o, v); });                          \
+  }
 
 EMBER_SIM_PAIR_OPS(__half, __half2, __floats2half2_rn, __float2half2_rn, __half22float2, __halves2half2)
 EMBER_SIM_PAIR_OPS(__nv_bfloat16, __nv_bfloat162, __floats2bfloat162_rn, __float2bfloat162_rn, __bfloat1622float2,

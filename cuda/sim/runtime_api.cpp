@@ -100,6 +100,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
@@ -118,6 +119,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
     case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
@@ -243,6 +245,22 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
   if (!valid_copy(dst, src, bytes, kind)) return record(cudaErrorInvalidValue);
   if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record(cudaErrorInvalidMemcpyDirection);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (width > dpitch || width > spitch) return record(cudaErrorInvalidPitchValue);
+  // The span each side touches: from its first row to the end of its last.
+  const size_t dst_span = dpitch * (height - 1) + width, src_span = spitch * (height - 1) + width;
+  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((dst_device && !device_memory().contains(dst, dst_span)) || (src_device && !device_memory().contains(src, src_span)))
+    return record(cudaErrorInvalidValue);
+  for (size_t row = 0; row < height; ++row)
+    std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
   return cudaSuccess;
 }
 

@@ -136,6 +136,11 @@ __global__ void shuffle_partial_warp_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(kFullMask, float(threadIdx.x), 1);
 }
 
+__global__ void trap_kernel(float* out) {
+  if (threadIdx.x == 3) __trap();
+  out[threadIdx.x] = 1.0f;
+}
+
 __global__ void shuffle_outside_mask_kernel(float* out) {
   if (threadIdx.x < 16) out[threadIdx.x] = __shfl_down_sync(0xffffu, float(threadIdx.x), 1);
 }
@@ -198,6 +203,7 @@ void early_return_then_syncthreads(float* out) { launch<early_return_kernel>(1, 
 void syncthreads_in_branches(float* out) { launch<branch_barrier_kernel>(1, 64, 0, {}, out); }
 void shuffle_after_lanes_exited(float* out) { launch<shuffle_after_exit_kernel>(1, 32, 0, {}, out); }
 void shuffle_in_partial_warp(float* out) { launch<shuffle_partial_warp_kernel>(1, 48, 0, {}, out); }
+void trap_in_thread_3(float* out) { launch<trap_kernel>(1, 32, 0, {}, out); }
 void shuffle_reads_outside_mask(float* out) { launch<shuffle_outside_mask_kernel>(1, 32, 0, {}, out); }
 
 void rotate_without_barrier(const float* x, float* y, int blocks) {

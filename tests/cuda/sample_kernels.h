@@ -36,6 +36,7 @@ void syncthreads_in_branches(float* out);        // even threads sync at one lin
 void shuffle_after_lanes_exited(float* out);     // full mask, but lanes 16..31 have returned
 void shuffle_in_partial_warp(float* out);        // 48 threads: warp 1 uses the full mask
 void shuffle_reads_outside_mask(float* out);     // mask 0xffff, lane 15 reads lane 16
+void trap_in_thread_3(float* out);               // thread 3 calls __trap()
 
 // ---- planted bugs the sanitizers must find (tests/cuda/planted_*.cpp) -----------------------
 // y[i] = x[i + 1] within each block of 256 through shared memory, without __syncthreads.

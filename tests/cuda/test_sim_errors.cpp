@@ -68,6 +68,14 @@ TEST_CASE("warp operations whose mask lanes do not all take part are errors") {
   });
 }
 
+TEST_CASE("__trap() fails the launch naming the thread") {
+  for_each_sim_execution([&] {
+    DeviceBuffer<float> out(32);
+    REQUIRE_THROWS_WITH(tk::trap_in_thread_3(out.get()),
+                        Contains("trap_kernel") && Contains("thread (3,0,0)") && Contains("__trap() called"));
+  });
+}
+
 TEST_CASE("the simulator keeps working after a failed launch") {
   for_each_sim_execution([&] {
     DeviceBuffer<float> out(64);
