@@ -34,7 +34,10 @@
 #define __shared__ static
 #define __constant__
 #define __managed__
-#define __forceinline__ inline __attribute__((always_inline))
+// Note [__forceinline__]: a hint here. GCC refuses to compile an always_inline function it cannot
+// inline, e.g. one passed to cg::reduce as its operator when optimising at -O1 (llm.c's
+// softmax_forward.cu), where nvcc inlines or calls it as it sees fit.
+#define __forceinline__ inline
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 #define __CUDA_ARCH_SIM__ 1  // never __CUDA_ARCH__: host and "device" code are the same here
