@@ -50,15 +50,12 @@
 
 #include "core/error.h"
 #include "cuda/sim/fiber.h"
+#include "cuda/sim/launch_state.h"
 #include "cuda/sim/profile.h"
 
 namespace ember::sim {
+using namespace engine;
 namespace {
-
-struct Abort {};  // unwinds a CUDA thread after another one failed the launch
-
-constexpr int kWarpSize = 32;
-constexpr int kMaxCollectives = 8;  // warp operations with disjoint masks in flight at once
 
 // What a GPU does with the misuses the simulator stops (Note [misuse detection]), from the PTX
 // ISA's `exit` (exited threads release a barrier that waits only for them) and the CUDA guide
@@ -74,8 +71,6 @@ constexpr std::string_view kWarpOpAfterExit =
 std::string where_str(const std::source_location& w) {
   return detail::concat(w.file_name(), ":", w.line());
 }
-
-unsigned bit(unsigned lane) { return 1u << lane; }
 
 std::string hex(unsigned mask) {
   std::ostringstream os;
@@ -93,128 +88,6 @@ const char* op_name(WarpOp op) {
     case WarpOp::shfl_xor: return "__shfl_xor_sync";
   }
   return "?";
-}
-
-// One warp operation in progress among the lanes of `mask`.
-struct Collective {
-  bool active = false;
-  bool done = false;
-  WarpOp op = WarpOp::sync;
-  unsigned mask = 0, arrived = 0, unread = 0;
-  int width = kWarpSize;
-  std::source_location where;
-  std::array<uint64_t, kWarpSize> value{}, result{};
-  std::array<int, kWarpSize> arg{};
-};
-
-struct WarpState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  unsigned existing = 0;    // lanes that exist (the last warp of a block may be partial)
-  unsigned exited = 0;      // lanes whose thread has returned
-  unsigned at_barrier = 0;  // lanes waiting in __syncthreads, at barrier_gen[lane]
-  std::array<uint64_t, kWarpSize> barrier_gen{};
-  std::array<Collective, kMaxCollectives> collectives;
-};
-
-struct BlockState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  unsigned arrived = 0, exited = 0;
-  std::atomic<uint64_t> generation{0};  // completed __syncthreads; written under mutex
-  std::source_location barrier_where;
-  std::unique_ptr<WarpState[]> warps;
-};
-
-struct Launch;
-
-struct ResetBlock {  // std::barrier completion: runs once between two blocks
-  Launch* launch;
-  void operator()() noexcept;
-};
-
-struct Launch {
-  LaunchSpec spec;
-  KernelBody body;
-  unsigned nthreads = 0, nwarps = 0;
-  uint64_t nblocks = 0;
-  uint64_t current_block = 0;  // written by ResetBlock only
-  unsigned char* dynamic_shared = nullptr;
-  std::atomic<bool> failed{false};
-  std::mutex error_mutex;
-  std::string error;
-  BlockState block;
-  std::barrier<ResetBlock> block_end;
-
-  Launch(const LaunchSpec& s, KernelBody b, unsigned n)
-      : spec(s), body(b), nthreads(n), nwarps((n + kWarpSize - 1) / kWarpSize), block_end(n, ResetBlock{this}) {
-    nblocks = uint64_t(s.grid.x) * s.grid.y * s.grid.z;
-    block.warps = std::make_unique<WarpState[]>(nwarps);
-    for (unsigned w = 0; w < nwarps; ++w) {
-      const unsigned lanes = std::min<unsigned>(kWarpSize, n - w * kWarpSize);
-      block.warps[w].existing = lanes == kWarpSize ? ~0u : bit(lanes) - 1;
-    }
-  }
-
-  void reset_block() {
-    block.arrived = block.exited = 0;
-    for (unsigned w = 0; w < nwarps; ++w) {
-      WarpState& ws = block.warps[w];
-      ws.exited = ws.at_barrier = 0;
-      for (Collective& c : ws.collectives) c.active = false;
-    }
-    // Shared memory starts as garbage on a GPU; all-ones bytes make floats NaN, so a kernel
-    // that reads shared memory it never wrote shows it.
-    std::memset(dynamic_shared, 0xff, spec.dynamic_shared_bytes);
-  }
-
-  std::string thread_str(unsigned tid) const {
-    const dim3 b = spec.block;
-    return detail::concat("thread (", tid % b.x, ",", tid / b.x % b.y, ",", tid / (b.x * b.y), ")");
-  }
-
-  // Records the first error and wakes every waiting thread. Call without holding any lock.
-  void fail(std::string message) {
-    {
-      std::lock_guard lock(error_mutex);
-      if (failed.load()) return;
-      error = std::move(message);
-      failed.store(true);
-    }
-    { std::lock_guard lock(block.mutex); block.cv.notify_all(); }
-    for (unsigned w = 0; w < nwarps; ++w) {
-      std::lock_guard lock(block.warps[w].mutex);
-      block.warps[w].cv.notify_all();
-    }
-  }
-};
-
-void ResetBlock::operator()() noexcept {
-  Launch& l = *launch;
-  l.current_block = l.failed.load() ? l.nblocks : l.current_block + 1;
-  if (l.current_block < l.nblocks) l.reset_block();
-}
-
-// What an OS thread knows about the CUDA thread it is running.
-struct ThreadContext {
-  Launch* launch = nullptr;
-  unsigned tid = 0, warp = 0, lane = 0;
-  Fiber* fiber = nullptr;  // null when the CUDA thread is an OS thread
-};
-thread_local ThreadContext tl_context;
-
-// Waits, with `lock` held on entry and on return, until pred() holds (Note [Execution modes]).
-template <class Pred>
-void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Pred pred) {
-  if (tl_context.fiber == nullptr) {
-    cv.wait(lock, pred);
-    return;
-  }
-  while (!pred()) {
-    lock.unlock();
-    tl_context.fiber->suspend();  // the scheduler restores tl_context before resuming us
-    lock.lock();
-  }
 }
 
 ThreadContext& context(const char* what) {
@@ -252,100 +125,6 @@ void thread_exit(Launch& l, const ThreadContext& c) {
   if (err) l.fail(std::move(*err));
 }
 
-void run_thread(Launch& l, ThreadContext& c) {
-  try {
-    l.body.invoke(l.body.context);
-  } catch (const Abort&) {
-    return;  // another thread failed the launch; its message is the one reported
-  } catch (const std::exception& e) {
-    l.fail(detail::concat(l.thread_str(c.tid), " threw: ", e.what()));
-    return;
-  }
-  thread_exit(l, c);
-}
-
-void run_launch(Launch& l, unsigned tid) {
-  const dim3 b = l.spec.block, g = l.spec.grid;
-  tl_context = {&l, tid, tid / kWarpSize, tid % kWarpSize};
-  threadIdx = {tid % b.x, tid / b.x % b.y, tid / (b.x * b.y)};
-  blockDim = b;
-  gridDim = g;
-  while (l.current_block < l.nblocks) {
-    const uint64_t id = l.current_block;
-    blockIdx = {unsigned(id % g.x), unsigned(id / g.x % g.y), unsigned(id / (uint64_t(g.x) * g.y))};
-    run_thread(l, tl_context);
-    l.block_end.arrive_and_wait();
-  }
-  tl_context = {};
-}
-
-// ---- fibers ---------------------------------------------------------------------------------
-
-// Large enough for kernels' local arrays and for the frames of an exception unwinding a
-// CUDA thread; only the pages a thread touches are ever backed by memory.
-constexpr size_t kFiberStackBytes = 256 * 1024;
-
-struct FiberThread {
-  ThreadContext context;
-  uint3 thread_index;
-  Fiber* fiber;
-};
-
-void fiber_entry(void* arg) {
-  FiberThread& t = *static_cast<FiberThread*>(arg);
-  run_thread(*t.context.launch, t.context);
-}
-
-// Runs the launch's blocks one after another on the calling thread, each CUDA thread a fiber
-// (Note [Execution modes]).
-class FiberScheduler {
- public:
-  void run(Launch& l) {
-    while (fibers_.size() < l.nthreads) fibers_.push_back(std::make_unique<Fiber>(kFiberStackBytes));
-    const dim3 b = l.spec.block, g = l.spec.grid;
-    threads_.resize(l.nthreads);
-    for (unsigned tid = 0; tid < l.nthreads; ++tid)
-      threads_[tid] = {{&l, tid, tid / kWarpSize, tid % kWarpSize, fibers_[tid].get()},
-                       {tid % b.x, tid / b.x % b.y, tid / (b.x * b.y)}, fibers_[tid].get()};
-    blockDim = b;
-    gridDim = g;
-    for (uint64_t id = 0; id < l.nblocks && !l.failed.load(); ++id) {
-      if (id > 0) l.reset_block();
-      blockIdx = {unsigned(id % g.x), unsigned(id / g.x % g.y), unsigned(id / (uint64_t(g.x) * g.y))};
-      profile::block_begin(l.spec, id, l.dynamic_shared);  // fibers only: Note [profile model]
-      run_block();
-      profile::block_end();
-    }
-    tl_context = {};
-  }
-
- private:
-  void run_block() {
-    live_.clear();
-    for (FiberThread& t : threads_) {
-      t.fiber->start(&fiber_entry, &t);
-      live_.push_back(&t);
-    }
-    while (!live_.empty()) {
-      size_t kept = 0;
-      for (FiberThread* t : live_) {
-        tl_context = t->context;
-        threadIdx = t->thread_index;
-        if (!t->fiber->resume()) live_[kept++] = t;
-      }
-      live_.resize(kept);
-    }
-  }
-
-  std::vector<std::unique_ptr<Fiber>> fibers_;  // reused across launches (one at a time)
-  std::vector<FiberThread> threads_;
-  std::vector<FiberThread*> live_;
-};
-
-FiberScheduler& fiber_scheduler() {
-  static FiberScheduler* s = new FiberScheduler;  // leaked, like the pool
-  return *s;
-}
 
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kThreadSanitizer = true;
@@ -375,53 +154,7 @@ std::atomic<Execution>& execution_setting() {
   return mode;
 }
 
-// ---- the pool -------------------------------------------------------------------------------
-
-class Pool {
- public:
-  // Runs the launch on threads 0..nthreads-1 and waits for them.
-  void run(Launch& l) {
-    grow(l.nthreads);
-    current_ = &l;
-    running_.store(int(l.nthreads));
-    for (unsigned i = 0; i < l.nthreads; ++i) workers_[i]->start.release();
-    done_.acquire();
-    current_ = nullptr;
-  }
-
- private:
-  struct Worker {
-    std::binary_semaphore start{0};
-  };
-
-  void grow(unsigned n) {
-    while (workers_.size() < n) {
-      workers_.push_back(std::make_unique<Worker>());
-      const unsigned id = unsigned(workers_.size() - 1);
-      Worker* w = workers_.back().get();
-      // Detached and never stopped: the pool lives as long as the process.
-      std::thread([this, w, id] {
-        for (;;) {
-          w->start.acquire();
-          run_launch(*current_, id);
-          if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.release();
-        }
-      }).detach();
-    }
-  }
-
-  std::vector<std::unique_ptr<Worker>> workers_;
-  Launch* current_ = nullptr;
-  std::atomic<int> running_{0};
-  std::binary_semaphore done_{0};
-};
-
 std::mutex g_launch_mutex;  // one launch at a time (Note [static __shared__] in builtins.h)
-
-Pool& pool() {
-  static Pool* p = new Pool;  // leaked: its threads outlive static destruction
-  return *p;
-}
 
 std::mutex g_attribute_mutex;
 std::unordered_map<const void*, size_t>& dynamic_shared_limits() {
@@ -475,6 +208,18 @@ std::optional<std::string> check_participants(const Launch& l, const WarpState& 
 }
 
 }  // namespace
+
+void engine::run_thread(Launch& l, ThreadContext& c) {
+  try {
+    l.body.invoke(l.body.context);
+  } catch (const Abort&) {
+    return;  // another thread failed the launch; its message is the one reported
+  } catch (const std::exception& e) {
+    l.fail(detail::concat(l.thread_str(c.tid), " threw: ", e.what()));
+    return;
+  }
+  thread_exit(l, c);
+}
 
 unsigned warp_lanes() {
   ThreadContext& c = context("__activemask");
@@ -641,8 +386,8 @@ void launch(const LaunchSpec& spec, KernelBody body) {
   l->dynamic_shared = shared.get();
   l->reset_block();
   if (l->nblocks > 0) {
-    if (execution() == Execution::fibers) fiber_scheduler().run(*l);
-    else pool().run(*l);
+    if (execution() == Execution::fibers) run_on_fibers(*l);
+    else run_on_threads(*l);
   }
   if (l->failed.load()) EMBER_FAIL("kernel ", spec.kernel_name, " failed on the simulator: ", l->error);
 }
