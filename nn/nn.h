@@ -1,9 +1,10 @@
 // The nn layer in one include: modules, layers, models, initialisation, optimizers, LR
-// schedules, gradient clipping and checkpoints.
+// schedules, gradient clipping, loss scaling and checkpoints.
 #pragma once
 
 #include "nn/checkpoint.h"
 #include "nn/conv_layers.h"
+#include "nn/grad_scaler.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/models.h"
