@@ -9,7 +9,7 @@ namespace ember {
 
 namespace {
 
-const char* const kSections[] = {"model.", "optimizer.", "scheduler."};
+const char* const kSections[] = {"model.", "optimizer.", "scheduler.", "grad_scaler."};
 
 }  // namespace
 
@@ -51,6 +51,7 @@ void save_checkpoint(const std::string& path, const TrainingCheckpoint& ck) {
   add_prefixed(all, "model.", ck.model);
   add_prefixed(all, "optimizer.", ck.optimizer);
   add_prefixed(all, "scheduler.", ck.scheduler);
+  add_prefixed(all, "grad_scaler.", ck.grad_scaler);
   save_tensors(path, all, checkpoint_metadata(ck));
 }
 
@@ -64,11 +65,12 @@ TrainingCheckpoint load_checkpoint(const std::string& path) {
     bool known = false;
     for (const char* section : kSections) known = known || name.rfind(section, 0) == 0;
     EMBER_CHECK(known, "load_checkpoint: '", path, "' holds tensor '", name,
-                "', which belongs to no section (expected a name starting with model., optimizer. or scheduler.)");
+                "', which belongs to no section (expected a name starting with model., optimizer., scheduler. or grad_scaler.)");
   }
   ck.model = sub_state_dict(all, "model.");
   ck.optimizer = sub_state_dict(all, "optimizer.");
   ck.scheduler = sub_state_dict(all, "scheduler.");
+  ck.grad_scaler = sub_state_dict(all, "grad_scaler.");  // Note [Optional sections]
   read_checkpoint_metadata(metadata, path, ck);
   ck.source = path;
   return ck;

@@ -5,19 +5,27 @@
 //
 //   TrainingCheckpoint ck;                       // one file holds everything --resume needs
 //   ck.model = model->state_dict();  ck.optimizer = opt.state_dict();  ck.scheduler = sched.state_dict();
+//   ck.grad_scaler = scaler.state_dict();        // optional: mixed precision (nn/grad_scaler.h)
 //   ck.epoch = epoch;  ck.step = step;  ck.config = config.dump();
 //   ck.rng["default"] = rng_state(default_generator());
 //   save_checkpoint("run/last.safetensors", ck);
 //   TrainingCheckpoint back = load_checkpoint("run/last.safetensors");
 //
 // File layout of a training checkpoint: tensors "model.<name>", "optimizer.<name>",
-// "scheduler.<name>"; __metadata__ (all strings, as safetensors requires):
+// "scheduler.<name>", "grad_scaler.<name>" (Note [Optional sections]); __metadata__ (all strings, as safetensors requires):
 //   "format":   "ember.training_checkpoint.v1"
 //   "progress": JSON {"epoch": 3, "step": 1406, "counters": {"loader.batch": 12, ...}}
 //   "rng":      JSON {"default": {"seed": "42", "offset": "1234"}, ...}   (uint64 as decimal strings:
 //               JSON integers are int64 here and in most readers)
 //   "config":   the run's configuration, JSON text
 // Any reader with json + numpy can open it (tests/data/read_with_numpy.py).
+//
+// Note [Optional sections]: a section is a name prefix, and an empty section writes no tensor,
+// so a section that only some runs have (grad_scaler: only runs with loss scaling) needs no
+// format change: a file written before the section existed loads with it empty, and the
+// caller decides what an empty section means (a fresh GradScaler, for a run that switches
+// mixed precision on at resume). Readers older than a section refuse a file that has it,
+// naming the tensor ("belongs to no section").
 #pragma once
 
 #include <cstdint>
@@ -49,6 +57,7 @@ void restore_rng(Generator& gen, const RngState& state);
 
 struct TrainingCheckpoint {
   StateDict model, optimizer, scheduler;
+  StateDict grad_scaler;  // empty when the run has no (enabled) GradScaler
   int64_t epoch = 0;
   int64_t step = 0;
   std::map<std::string, RngState> rng;      // "default", "loader", ...
