@@ -283,6 +283,7 @@ struct ScaledRun {
   std::unique_ptr<DataLoader> loader;
   GradScaler scaler;
   int skipped = 0, grown = 0;
+  std::vector<int64_t> trackers;  // the growth tracker after each step
 
   ScaledRun(std::shared_ptr<const TensorDataset> data, GradScalerOptions options) : scaler(options) {
     Generator init(123);
@@ -302,6 +303,7 @@ struct ScaledRun {
       if (!scaler.step(*opt)) ++skipped;
       scaler.update();
       if (scaler.scale_value() > before) ++grown;
+      trackers.push_back(scaler.growth_tracker());
     }
   }
 
@@ -345,15 +347,21 @@ TEST_CASE("grad_scaler: resume through a checkpoint file is bitwise identical to
 
   ScaledRun straight(data, options);
   straight.train(kSteps);
+  // Save at the first step from the middle on where the tracker is not 0, so that the file must
+  // carry the tracker as well as the scale.
+  int half = kSteps / 2;
+  while (half < kSteps && straight.trackers[size_t(half - 1)] == 0) ++half;
+  REQUIRE(half < kSteps - 2);
   INFO("skipped " << straight.skipped << ", grown " << straight.grown << ", final scale " << straight.scaler.scale_value());
   // The run exercised both rules, before and after the save point.
   REQUIRE(straight.skipped >= 2);
   REQUIRE(straight.grown >= 2);
 
   ScaledRun first(data, options);
-  first.train(kSteps / 2);
+  first.train(half);
   REQUIRE(first.skipped >= 1);
   REQUIRE(first.grown >= 1);
+  REQUIRE(first.scaler.growth_tracker() != 0);
   REQUIRE(straight.skipped > first.skipped);  // both rules also act after the save point
   REQUIRE(straight.grown > first.grown);
   save_checkpoint(file.path, first.checkpoint());
@@ -363,7 +371,7 @@ TEST_CASE("grad_scaler: resume through a checkpoint file is bitwise identical to
   CHECK(ck.grad_scaler.size() == 5);
   resumed.restore(ck);
   CHECK(resumed.scaler.scale_value() == first.scaler.scale_value());
-  resumed.train(kSteps - kSteps / 2);
+  resumed.train(kSteps - half);
 
   CHECK(resumed.scaler.scale_value() == straight.scaler.scale_value());
   CHECK(resumed.scaler.growth_tracker() == straight.scaler.growth_tracker());
@@ -380,7 +388,7 @@ TEST_CASE("grad_scaler: resume through a checkpoint file is bitwise identical to
     ScaledRun lost(data, options);
     lost.restore(ck);
     lost.scaler = GradScaler(options);  // the scaler's state is lost: back to init_scale
-    lost.train(kSteps - kSteps / 2);
+    lost.train(kSteps - half);
     bool all_same = lost.scaler.scale_value() == straight.scaler.scale_value();
     const auto lost_params = lost.model->named_parameters();
     for (size_t i = 0; i < want.size(); ++i) all_same = all_same && same_bits(lost_params[i].second, want[i].second);
