@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/float16.h"
 
 namespace ember {
 
@@ -27,6 +28,11 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
+template <> constexpr DType dtype_of<Half>() { return DType::f16; }
+
+// bf16 and f16: floating storage computed in f32 (Note [Reduced-precision arithmetic]).
+constexpr bool is_reduced_float(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
 
 // Calls f(TypeTag<T>{}) for the C++ type of a floating dtype computed in place (f32, f64);
 // anything else is an error naming `op`.
@@ -52,11 +58,19 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
   }
 }
 
-// Every dtype with a C++ element type on the CPU (numeric and bool).
+// The numeric dtypes and the 16-bit floats, whose kernels compute in compute_t<T> (float).
+template <class F>
+decltype(auto) dispatch_arithmetic(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
+  if (dtype == DType::f16) return f(TypeTag<Half>{});
+  return dispatch_numeric(dtype, op, std::forward<F>(f));
+}
+
+// Every dtype with a C++ element type (numeric, bool, bf16, f16).
 template <class F>
 decltype(auto) dispatch_all(DType dtype, const char* op, F&& f) {
   if (dtype == DType::boolean) return f(TypeTag<bool>{});
-  return dispatch_numeric(dtype, op, std::forward<F>(f));
+  return dispatch_arithmetic(dtype, op, std::forward<F>(f));
 }
 
 }  // namespace ember

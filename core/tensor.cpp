@@ -8,8 +8,6 @@ TensorImpl& Tensor::impl() const {
 }
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
-  EMBER_CHECK(options.dtype != DType::bf16 && options.dtype != DType::f16,
-              "empty: dtype ", dtype_name(options.dtype), " is not supported yet");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->numel = numel_of(shape, "empty");
