@@ -1,6 +1,8 @@
 #include "losses/arcface.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "losses/metric_common.h"
 #include "nn/init.h"
 #include "ops/creation.h"
@@ -11,6 +13,7 @@ namespace ember {
 
 Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor& W, ArcFaceOptions options) {
   constexpr const char* kOp = "arcface_loss";
+  if (is_reduced_float(embeddings.dtype())) return float_op_result(arcface_loss(widened(embeddings), labels, widened(W), options), embeddings.dtype());
   check_embeddings(kOp, embeddings, labels);
   check_class_weights(kOp, "W", W, /*embedding_dim=*/0, embeddings);
   EMBER_CHECK(options.scale > 0, kOp, ": expected scale > 0, got ", options.scale);

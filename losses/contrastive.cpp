@@ -1,12 +1,15 @@
 #include "losses/contrastive.h"
 
 #include "losses/metric_common.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 
 namespace ember {
 
 Tensor contrastive_loss(const Tensor& embeddings, const Tensor& labels, ContrastiveOptions options) {
   constexpr const char* kOp = "contrastive_loss";
+  if (is_reduced_float(embeddings.dtype())) return float_op_result(contrastive_loss(widened(embeddings), labels, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{2});
   const Tensor counts = in.counted;  // [P, N]
   Tensor loss = Tensor::empty({}, in.e.options());

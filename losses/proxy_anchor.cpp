@@ -1,6 +1,8 @@
 #include "losses/proxy_anchor.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "losses/metric_common.h"
 #include "nn/init.h"
 #include "ops/creation.h"
@@ -11,6 +13,7 @@ namespace ember {
 Tensor proxy_anchor_loss(const Tensor& embeddings, const Tensor& labels, const Tensor& proxies,
                          ProxyAnchorOptions options) {
   constexpr const char* kOp = "proxy_anchor_loss";
+  if (is_reduced_float(embeddings.dtype())) return float_op_result(proxy_anchor_loss(widened(embeddings), labels, widened(proxies), options), embeddings.dtype());
   check_embeddings(kOp, embeddings, labels);
   check_class_weights(kOp, "proxies", proxies, /*embedding_dim=*/1, embeddings);
   const Tensor e = normalize_rows(embeddings).contiguous();

@@ -26,8 +26,6 @@ void save_tensors(const std::string& path, const StateDict& tensors, const std::
 }
 
 Tensor tensor_from_safetensors(const SafetensorsTensor& st, const std::string& what) {
-  EMBER_CHECK(st.dtype != DType::f16 && st.dtype != DType::bf16, "load_tensors: tensor '", st.name, "' of ", what,
-              " has dtype ", dtype_name(st.dtype), ", which ember tensors do not support yet");
   Tensor t = Tensor::empty(st.shape, {.dtype = st.dtype});
   EMBER_CHECK(t.nbytes() == st.bytes.size(), "load_tensors: tensor '", st.name, "' of ", what, " has ",
               st.bytes.size(), " bytes, expected ", t.nbytes());

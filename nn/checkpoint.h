@@ -42,7 +42,7 @@ namespace ember {
 void save_tensors(const std::string& path, const StateDict& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 // Reads every tensor onto the CPU; the file's metadata goes to `metadata` when given.
-// A tensor of a dtype ember tensors cannot hold yet (f16, bf16) is an error naming it.
+// Every safetensors dtype ember knows loads, BF16 and F16 included.
 StateDict load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 // One raw safetensors entry as a CPU tensor (a copy); `what` names the source in errors.
 Tensor tensor_from_safetensors(const SafetensorsTensor& entry, const std::string& what);

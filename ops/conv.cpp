@@ -1,6 +1,8 @@
 #include "ops/conv.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -58,8 +60,14 @@ Conv2dGeometry conv2d_geometry(const Shape& xs, const Shape& ws, IntPair stride,
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride, IntPair padding, IntPair dilation,
               int64_t groups, Activation act) {
   EMBER_CHECK(x.defined() && w.defined(), "conv2d: expected defined input and weight");
+  if (autocast_dtype() && (x.dtype() == DType::f32 || w.dtype() == DType::f32))  // Note [Autocast policy]
+    return conv2d(autocast_low(x), autocast_low(w), autocast_low(b), stride, padding, dilation, groups, act);
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
+  if (is_reduced_float(x.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+    const AutocastGuard f32_inside(DType::f32);
+    return narrowed(conv2d(x.to(DType::f32), w.to(DType::f32), widened(b), stride, padding, dilation, groups, act), x.dtype());
+  }
   const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride, padding, dilation, groups);
   if (b.defined()) {
     check_floating_operand("conv2d", "bias", b, x);

@@ -87,6 +87,10 @@ Tensor from_data(const void* data, const Shape& shape, DType dtype, TensorOption
 
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions options, Generator* gen) {
   EMBER_CHECK(low <= high, "uniform: expected low <= high, got [", low, ", ", high, ")");
+  if (is_reduced_float(options.dtype)) {  // drawn in f32 and rounded once
+    const TensorOptions f32{.dtype = DType::f32, .device = options.device};
+    return finish(uniform(shape, low, high, f32, gen).to(options.dtype), options);
+  }
   Tensor t = Tensor::empty(shape, without_grad(options));
   dispatch_float(t.dtype(), "rand", [](auto) {});
   const uint64_t first = pick(gen).reserve(blocks_for(t.numel(), dtype_size(t.dtype()) == 8 ? 2 : 4));
@@ -96,6 +100,10 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions option
 
 Tensor normal(const Shape& shape, double mean, double std, TensorOptions options, Generator* gen) {
   EMBER_CHECK(std >= 0, "normal: std must be non-negative, got ", std);
+  if (is_reduced_float(options.dtype)) {  // drawn in f32 and rounded once
+    const TensorOptions f32{.dtype = DType::f32, .device = options.device};
+    return finish(normal(shape, mean, std, f32, gen).to(options.dtype), options);
+  }
   Tensor t = Tensor::empty(shape, without_grad(options));
   dispatch_float(t.dtype(), "randn", [](auto) {});
   const uint64_t first = pick(gen).reserve(blocks_for(t.numel(), dtype_size(t.dtype()) == 8 ? 2 : 4));

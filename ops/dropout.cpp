@@ -1,6 +1,7 @@
 #include "ops/dropout.h"
 
 #include "autograd/graph.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -22,6 +23,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: expected a probability 0 <= p <= 1, got ", p);
   EMBER_CHECK(is_floating(x.dtype()), "dropout: expected a floating tensor, got ", dtype_name(x.dtype()));
   if (!training || p == 0) return x;
+  if (is_reduced_float(x.dtype())) return narrowed(dropout(widened(x), p, training, gen), x.dtype());
   if (p == 1) return mul(x, 0.0);  // recorded by mul: the gradient is zero too
   Generator& g = gen ? *gen : default_generator();
   const uint64_t first_block = g.reserve(uint64_t((x.numel() + 3) / 4));

@@ -1,6 +1,7 @@
 #include "ops/elementwise.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -131,6 +132,7 @@ Tensor logical_not(const Tensor& x) { return unary_forward(UnaryOp::logical_not,
 
 // ---- binary ------------------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (Tensor pa = a, pb = b; autocast_promote(pa, pb)) return add(pa, pb);  // Note [Autocast policy]
   Tensor y = binary_forward(BinaryOp::add, "add", a, b);
   if (needs_grad({a, b}))
     record("add", {a, b}, y, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> TensorList {
@@ -140,6 +142,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (Tensor pa = a, pb = b; autocast_promote(pa, pb)) return sub(pa, pb);  // Note [Autocast policy]
   Tensor y = binary_forward(BinaryOp::sub, "sub", a, b);
   if (needs_grad({a, b}))
     record("sub", {a, b}, y, [sa = a.shape(), sb = b.shape(), nb = needs_grad(b)](const Tensor& g) -> TensorList {
@@ -149,6 +152,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (Tensor pa = a, pb = b; autocast_promote(pa, pb)) return mul(pa, pb);  // Note [Autocast policy]
   Tensor y = binary_forward(BinaryOp::mul, "mul", a, b);
   if (needs_grad({a, b})) {
     const bool na = needs_grad(a), nb = needs_grad(b);
@@ -163,6 +167,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (Tensor pa = a, pb = b; autocast_promote(pa, pb)) return div(pa, pb);  // Note [Autocast policy]
   Tensor y = binary_forward(BinaryOp::div, "div", a, b);
   if (needs_grad({a, b})) {
     record("div", {a, b}, y,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/float16.h"
 #include "core/host_device.h"
 
 namespace ember {
@@ -150,5 +151,16 @@ constexpr bool binary_needs_float(BinaryOp op) {
   return op == BinaryOp::sigmoid_backward || op == BinaryOp::tanh_backward || op == BinaryOp::gelu_backward ||
          op == BinaryOp::softplus_backward;
 }
+
+// Calls f on its operands widened to compute_t (bf16 and f16 to float, others unchanged); the
+// loop's store into the output rounds once (Note [Reduced-precision arithmetic] in core/float16.h).
+template <class F>
+struct InComputeType {
+  F f;
+  template <class... A>
+  EMBER_HOST_DEVICE auto operator()(A... a) const { return f(static_cast<compute_t<A>>(a)...); }
+};
+template <class F>
+EMBER_HOST_DEVICE InComputeType<F> in_compute_type(F f) { return {f}; }
 
 }  // namespace ember

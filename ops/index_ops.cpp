@@ -1,6 +1,7 @@
 #include "ops/index_ops.h"
 
 #include "autograd/graph.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -55,6 +56,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_index("index_add", x, index);
   check_same_dtype("index_add", x, src);
+  if (is_reduced_float(x.dtype())) return narrowed(index_add(widened(x), dim, index, widened(src)), x.dtype());
   const int64_t d = normalize_dim(dim, x.dim(), "index_add");
   Shape expected = x.shape();
   if (x.dim()) expected[size_t(d)] = index.numel();
@@ -85,6 +87,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_index("scatter_add", x, index);
   check_same_dtype("scatter_add", x, src);
+  if (is_reduced_float(x.dtype())) return narrowed(scatter_add(widened(x), dim, index, widened(src)), x.dtype());
   const int64_t d = normalize_dim(dim, x.dim(), "scatter_add");
   check_gather_shapes("scatter_add", x, d, index);
   EMBER_CHECK(src.shape() == index.shape(), "scatter_add: src has shape ", shape_str(src.shape()),

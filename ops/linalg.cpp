@@ -1,6 +1,8 @@
 #include "ops/linalg.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -40,9 +42,15 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_dtype() && (a.dtype() == DType::f32 || b.dtype() == DType::f32))  // Note [Autocast policy]
+    return matmul(autocast_low(a), autocast_low(b));
   check_same_device("matmul", a, b);
   check_same_dtype("matmul", a, b);
   EMBER_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got ", dtype_name(a.dtype()));
+  if (is_reduced_float(a.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+    const AutocastGuard f32_inside(DType::f32);
+    return narrowed(matmul(a.to(DType::f32), b.to(DType::f32)), a.dtype());
+  }
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got shapes ",
               shape_str(a.shape()), " and ", shape_str(b.shape()));
   // Promote 1-D operands to matrices; remember which dims to drop from the result.

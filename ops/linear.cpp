@@ -1,6 +1,8 @@
 #include "ops/linear.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -13,9 +15,15 @@ using autograd::TensorList;
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Activation act) {
   EMBER_CHECK(x.defined() && w.defined(), "linear: expected defined input and weight");
+  if (autocast_dtype() && (x.dtype() == DType::f32 || w.dtype() == DType::f32))  // Note [Autocast policy]
+    return linear(autocast_low(x), autocast_low(w), autocast_low(b), act);
   EMBER_CHECK(is_floating(x.dtype()), "linear: expected a floating input, got ", dtype_name(x.dtype()));
   check_same_dtype("linear", x, w);
   check_same_device("linear", x, w);
+  if (is_reduced_float(x.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+    const AutocastGuard f32_inside(DType::f32);
+    return narrowed(linear(x.to(DType::f32), w.to(DType::f32), widened(b), act), x.dtype());
+  }
   EMBER_CHECK(x.dim() >= 1, "linear: expected an input of shape (..., in), got a 0-d tensor");
   EMBER_CHECK(w.dim() == 2 && w.size(1) == x.size(-1), "linear: expected a weight of shape (out, ", x.size(-1),
               ") for input ", shape_str(x.shape()), ", got ", shape_str(w.shape()));

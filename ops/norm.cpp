@@ -1,6 +1,8 @@
 #include "ops/norm.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -34,6 +36,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   EMBER_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ",
               shape_str(x.shape()));
   EMBER_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
+  if (is_reduced_float(x.dtype()) || (running_mean.defined() && is_reduced_float(running_mean.dtype()))) {
+    // Statistics in f32 (Note [Reduced-precision fallback]); 16-bit running stats get the update back.
+    Tensor rm = widened(running_mean), rv = widened(running_var);
+    Tensor y = batch_norm(widened(x), widened(weight), widened(bias), rm, rv, training, momentum, eps, act);
+    if (training && rm.defined() && is_reduced_float(running_mean.dtype())) {
+      autograd::NoGradGuard no_grad;
+      Tensor(running_mean).copy_(rm);  // a handle: the update lands in the caller's storage
+      Tensor(running_var).copy_(rv);
+    }
+    return float_op_result(y, x.dtype());
+  }
   check_channel_vector(weight, "weight", x);
   check_channel_vector(bias, "bias", x);
   check_channel_vector(running_mean, "running_mean", x);

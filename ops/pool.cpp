@@ -1,6 +1,7 @@
 #include "ops/pool.h"
 
 #include "autograd/graph.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -64,6 +65,10 @@ Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<In
 ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
                                       IntPair padding) {
   check_pool_input(x, "max_pool2d");
+  if (is_reduced_float(x.dtype())) {  // max is exact in any precision: widen, then round back losslessly
+    ValuesIndices r = max_pool2d_with_indices(widened(x), kernel, stride, padding);
+    return {narrowed(r.values, x.dtype()), r.indices};
+  }
   const Pool2dGeometry g = pool2d_geometry(x.shape(), kernel, stride, padding, "max_pool2d");
   const Shape out_shape = with_plane(x.shape(), g.out_h, g.out_w);
   Tensor y = Tensor::empty(out_shape, x.options());
@@ -84,6 +89,7 @@ Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
                            std::optional<IntPair> stride, IntPair padding) {
   const char* op = "max_pool2d_backward";
+  if (is_reduced_float(dy.dtype())) return narrowed(max_pool2d_backward(widened(dy), indices, input_shape, kernel, stride, padding), dy.dtype());
   const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
   EMBER_CHECK(indices.dtype() == DType::i64 && indices.shape() == dy.shape(), op,
@@ -98,6 +104,7 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
 Tensor avg_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding,
                   bool count_include_pad) {
   check_pool_input(x, "avg_pool2d");
+  if (is_reduced_float(x.dtype())) return narrowed(avg_pool2d(widened(x), kernel, stride, padding, count_include_pad), x.dtype());
   const Pool2dGeometry g = pool2d_geometry(x.shape(), kernel, stride, padding, "avg_pool2d");
   Tensor y = Tensor::empty(with_plane(x.shape(), g.out_h, g.out_w), x.options());
   avg_pool2d_forward_kernel(x.device(), g, count_include_pad, x.contiguous(), y);
@@ -113,6 +120,7 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& input_shape, IntPair kernel, std::optional<IntPair> stride,
                            IntPair padding, bool count_include_pad) {
   const char* op = "avg_pool2d_backward";
+  if (is_reduced_float(dy.dtype())) return narrowed(avg_pool2d_backward(widened(dy), input_shape, kernel, stride, padding, count_include_pad), dy.dtype());
   const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
   Tensor dx = Tensor::empty(input_shape, dy.options());
@@ -123,6 +131,7 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& input_shape, IntPair k
 // ---- adaptive average --------------------------------------------------------------------------
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
   check_pool_input(x, "adaptive_avg_pool2d");
+  if (is_reduced_float(x.dtype())) return narrowed(adaptive_avg_pool2d(widened(x), output_size), x.dtype());
   EMBER_CHECK(output_size.h >= 1 && output_size.w >= 1, "adaptive_avg_pool2d: expected an output size >= 1, got ",
               pair_str(output_size));
   EMBER_CHECK(x.size(-2) >= 1 && x.size(-1) >= 1, "adaptive_avg_pool2d: expected a non-empty plane, got input ",
@@ -138,6 +147,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& dy, const Shape& input_shape) {
+  if (is_reduced_float(dy.dtype())) return narrowed(adaptive_avg_pool2d_backward(widened(dy), input_shape), dy.dtype());
   const char* op = "adaptive_avg_pool2d_backward";
   EMBER_CHECK(input_shape.size() == 3 || input_shape.size() == 4, op,
               ": expected an input shape of rank 3 or 4, got ", shape_str(input_shape));

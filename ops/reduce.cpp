@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -191,6 +193,7 @@ Tensor var_backward(const Tensor& g, const Tensor& centered, const Shape& keep, 
 }  // namespace
 
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
+  if (is_reduced_float(x.dtype())) return float_op_result(var(widened(x), dims, correction, keepdim), x.dtype());
   VarParts v = var_parts(x, dims, correction, keepdim, "var");
   if (needs_grad(x))
     record("var", {x}, v.y, [c = save(v.centered), keep = v.keep, dof = v.dof](const Tensor& g) -> TensorList {
@@ -202,6 +205,7 @@ Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) 
 // The gradient of a zero standard deviation (a constant slice) is 0, not g / (2 * 0) * 0 = NaN
 // (PyTorch's std_backward masks it).
 Tensor stddev(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
+  if (is_reduced_float(x.dtype())) return float_op_result(stddev(widened(x), dims, correction, keepdim), x.dtype());
   VarParts v = var_parts(x, dims, correction, keepdim, "stddev");
   Tensor y;
   {
@@ -268,6 +272,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor argmax(const Tensor& x) { return argmax(x.reshape({x.numel()}), 0); }
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  if (is_reduced_float(x.dtype())) return float_op_result(logsumexp(widened(x), dims, keepdim), x.dtype());
   EMBER_CHECK(is_floating(x.dtype()), "logsumexp: expected a floating tensor, got ", dtype_name(x.dtype()));
   ReducePlan p = plan_reduce(x, dims, keepdim, "logsumexp");
   // An empty input has no max to shift by; the sum of nothing is 0, whose log is -inf (PyTorch).
@@ -296,6 +301,7 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
 // has a zero element when p < 1; the inf-norm's gradient is split among the elements whose |x| is
 // the norm, or that are NaN.
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
+  if (is_reduced_float(x.dtype())) return float_op_result(norm(widened(x), p, dims, keepdim), x.dtype());
   EMBER_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", dtype_name(x.dtype()));
   EMBER_CHECK(p > 0, "norm: p must be positive, got ", p);
   if (p == 1.0) return sum(abs(x), dims, keepdim);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/graph.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -53,6 +54,7 @@ void check_operands(const char* op, const Tensor& x, const Tensor& scale, std::i
 }  // namespace
 
 Tensor scale_add_relu(const Tensor& x, const Tensor& scale, const Tensor& residual) {
+  if (is_reduced_float(x.dtype())) return narrowed(scale_add_relu(widened(x), widened(scale), widened(residual)), x.dtype());
   check_operands("scale_add_relu", x, scale, {{"residual", residual}});
   const Tensor xc = x.contiguous(), sc = scale.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.options());

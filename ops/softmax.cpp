@@ -1,6 +1,8 @@
 #include "ops/softmax.h"
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
+#include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -28,6 +30,7 @@ int64_t checked_dim(const char* op, const Tensor& x, int64_t dim) {
 }
 
 Tensor softmax_forward(const char* op, bool log, const Tensor& x, int64_t dim) {
+  if (is_reduced_float(x.dtype())) return float_op_result(softmax_forward(op, log, widened(x), dim), x.dtype());
   const int64_t d = checked_dim(op, x, dim);
   const Tensor xc = x.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.options());
@@ -41,6 +44,7 @@ Tensor softmax_forward(const char* op, bool log, const Tensor& x, int64_t dim) {
 }
 
 Tensor backward_op(const char* op, bool log, const Tensor& grad, const Tensor& y, int64_t dim) {
+  if (is_reduced_float(y.dtype())) return narrowed(backward_op(op, log, widened(grad), widened(y), dim), y.dtype());
   const int64_t d = checked_dim(op, y, dim);
   EMBER_CHECK(grad.shape() == y.shape(), op, ": expected grad of the output's shape ", shape_str(y.shape()),
               ", got ", shape_str(grad.shape()));

@@ -6,22 +6,22 @@ namespace ember::cpu {
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   const auto L = make_layout(out, {&x});
-  dispatch_numeric(x.dtype(), "unary", [&]<class T>(TypeTag<T>) {
-    visit_unary(op, [&](auto f) { cpu_elementwise<T, T>(L, [f](T v) { return f(v); }); });
+  dispatch_arithmetic(x.dtype(), "unary", [&]<class T>(TypeTag<T>) {
+    visit_unary(op, [&](auto f) { cpu_elementwise<T, T>(L, in_compute_type(f)); });
   });
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const auto L = make_layout(out, {&a, &b});
-  dispatch_numeric(a.dtype(), "binary", [&]<class T>(TypeTag<T>) {
-    visit_binary(op, [&](auto f) { cpu_elementwise<T, T, T>(L, [f](T x, T y) { return f(x, y); }); });
+  dispatch_arithmetic(a.dtype(), "binary", [&]<class T>(TypeTag<T>) {
+    visit_binary(op, [&](auto f) { cpu_elementwise<T, T, T>(L, in_compute_type(f)); });
   });
 }
 
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const auto L = make_layout(out, {&a, &b});
   dispatch_all(a.dtype(), "compare", [&]<class T>(TypeTag<T>) {
-    visit_compare(op, [&](auto f) { cpu_elementwise<bool, T, T>(L, [f](T x, T y) { return f(x, y); }); });
+    visit_compare(op, [&](auto f) { cpu_elementwise<bool, T, T>(L, in_compute_type(f)); });
   });
 }
 

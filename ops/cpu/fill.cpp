@@ -31,7 +31,7 @@ void for_each_block(const Tensor& out, const Generator& gen, uint64_t first_bloc
 }  // namespace
 
 void arange(const Tensor& out, double start, double step) {
-  dispatch_numeric(out.dtype(), "arange", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(out.dtype(), "arange", [&]<class T>(TypeTag<T>) {
     T* data = out.data<T>();
     for (int64_t i = 0; i < out.numel(); ++i) data[i] = static_cast<T>(start + double(i) * step);
   });

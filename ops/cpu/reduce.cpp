@@ -12,19 +12,19 @@
 namespace ember::cpu {
 namespace {
 
-template <class T> using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+// bf16 / f16 accumulate like f32 (in double) and round once at the store.
+template <class T> using Acc = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, T>;
 
 template <class T>
 struct Reducer {
   ReduceOp op;
   Acc<T> init() const {
+    using L = std::numeric_limits<compute_t<T>>;
     switch (op) {
       case ReduceOp::sum: return Acc<T>(0);
       case ReduceOp::prod: return Acc<T>(1);
-      case ReduceOp::max: return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                                      : std::numeric_limits<T>::lowest();
-      case ReduceOp::min: return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
-                                                                      : std::numeric_limits<T>::max();
+      case ReduceOp::max: return L::has_infinity ? -L::infinity() : L::lowest();
+      case ReduceOp::min: return L::has_infinity ? L::infinity() : L::max();
     }
     return Acc<T>(0);
   }
@@ -85,7 +85,7 @@ void reduce_typed(const Tensor& x, const Tensor& out) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
-  dispatch_numeric(x.dtype(), "reduce", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(x.dtype(), "reduce", [&]<class T>(TypeTag<T>) {
     switch (op) {
       case ReduceOp::sum: return reduce_typed<T, ReduceOp::sum>(x, out);
       case ReduceOp::prod: return reduce_typed<T, ReduceOp::prod>(x, out);
@@ -96,7 +96,7 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
 }
 
 void arg_reduce(bool is_max, const Tensor& x, const Tensor& values, const Tensor& indices) {
-  dispatch_numeric(x.dtype(), "argmax", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(x.dtype(), "argmax", [&]<class T>(TypeTag<T>) {
     const int64_t outer = x.size(0), R = x.size(1), inner = x.size(2);
     const int64_t s0 = x.stride(0), s1 = x.stride(1), s2 = x.stride(2);
     const T* base = x.data<T>();

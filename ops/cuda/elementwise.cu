@@ -35,19 +35,19 @@ template <class F> struct OpOf;
 template <UnaryOp op> struct OpOf<UnaryFn<op>> { static constexpr bool float_only = unary_needs_float(op); };
 template <BinaryOp op> struct OpOf<BinaryFn<op>> { static constexpr bool float_only = binary_needs_float(op); };
 template <class T, class F>
-constexpr bool instantiated = std::is_floating_point_v<T> || !OpOf<F>::float_only;
+constexpr bool instantiated = std::is_floating_point_v<compute_t<T>> || !OpOf<F>::float_only;
 
 [[noreturn]] void refuse_integer(const char* op, DType dtype) {
-  EMBER_FAIL(op, ": this op needs a floating dtype (f32 or f64) on cuda, got ", dtype_name(dtype));
+  EMBER_FAIL(op, ": this op needs a floating dtype (f32, f64, bf16 or f16) on cuda, got ", dtype_name(dtype));
 }
 
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   const auto L = make_layout(out, {&x});
-  dispatch_numeric(x.dtype(), "unary", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(x.dtype(), "unary", [&]<class T>(TypeTag<T>) {
     visit_unary(op, [&](auto f) {
-      if constexpr (instantiated<T, decltype(f)>) launch_elementwise<T, T>(L, f);
+      if constexpr (instantiated<T, decltype(f)>) launch_elementwise<T, T>(L, in_compute_type(f));
       else refuse_integer("unary", x.dtype());
     });
   });
@@ -55,9 +55,9 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const auto L = make_layout(out, {&a, &b});
-  dispatch_numeric(a.dtype(), "binary", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(a.dtype(), "binary", [&]<class T>(TypeTag<T>) {
     visit_binary(op, [&](auto f) {
-      if constexpr (instantiated<T, decltype(f)>) launch_elementwise<T, T, T>(L, f);
+      if constexpr (instantiated<T, decltype(f)>) launch_elementwise<T, T, T>(L, in_compute_type(f));
       else refuse_integer("binary", a.dtype());
     });
   });
@@ -66,7 +66,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const auto L = make_layout(out, {&a, &b});
   dispatch_all(a.dtype(), "compare", [&]<class T>(TypeTag<T>) {
-    visit_compare(op, [&](auto f) { launch_elementwise<bool, T, T>(L, f); });
+    visit_compare(op, [&](auto f) { launch_elementwise<bool, T, T>(L, in_compute_type(f)); });
   });
 }
 

@@ -83,7 +83,7 @@ void launch_philox(const Tensor& out, const Generator& gen, uint64_t first_block
 }  // namespace
 
 void arange(const Tensor& out, double start, double step) {
-  dispatch_numeric(out.dtype(), "arange", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(out.dtype(), "arange", [&]<class T>(TypeTag<T>) {
     const int64_t n = out.numel();
     if (n == 0) return;
     launch<arange_kernel<T>>(blocks_for(n, kElementwiseThreads), kElementwiseThreads, 0, Stream{}, n, start, step,

@@ -32,27 +32,28 @@ __device__ __forceinline__ T shuffle_down(T v, int delta) {
   else return __shfl_down_sync(0xffffffffu, v, delta);
 }
 
-// Sum, max, min or product in T. max/min propagate NaN (as the CPU).
+// Sum, max, min or product in compute_t<T> (f32 for bf16 / f16, rounded once by store). max/min
+// propagate NaN (as the CPU).
 template <class T, ReduceOp op>
 struct ValueCombiner {
-  using Value = T;
+  using Value = compute_t<T>;
   T* out;
-  static EMBER_HOST_DEVICE T identity() {
-    if constexpr (op == ReduceOp::sum) return T(0);
-    else if constexpr (op == ReduceOp::prod) return T(1);
-    else if constexpr (op == ReduceOp::max)
-      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
-    else return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+  static EMBER_HOST_DEVICE Value identity() {
+    using L = std::numeric_limits<Value>;
+    if constexpr (op == ReduceOp::sum) return Value(0);
+    else if constexpr (op == ReduceOp::prod) return Value(1);
+    else if constexpr (op == ReduceOp::max) return L::has_infinity ? -L::infinity() : L::lowest();
+    else return L::has_infinity ? L::infinity() : L::max();
   }
-  static EMBER_HOST_DEVICE T load(T x, int64_t) { return x; }
-  static EMBER_HOST_DEVICE T combine(T a, T b) {
+  static EMBER_HOST_DEVICE Value load(T x, int64_t) { return Value(x); }
+  static EMBER_HOST_DEVICE Value combine(Value a, Value b) {
     if constexpr (op == ReduceOp::sum) return a + b;
     else if constexpr (op == ReduceOp::prod) return a * b;
     else if constexpr (op == ReduceOp::max) return (b != b || b > a) ? b : a;
     else return (b != b || b < a) ? b : a;
   }
-  static __device__ __forceinline__ T shuffle(T v, int delta) { return shuffle_down(v, delta); }
-  EMBER_HOST_DEVICE void store(int64_t k, T v) const { out[k] = v; }
+  static __device__ __forceinline__ Value shuffle(Value v, int delta) { return shuffle_down(v, delta); }
+  EMBER_HOST_DEVICE void store(int64_t k, Value v) const { out[k] = T(v); }
 };
 
 // The extreme value and its index along R; index -1 is "nothing yet". The first NaN wins, then
@@ -66,11 +67,11 @@ struct ArgValue {
 
 template <class T, bool kMax>
 struct ArgCombiner {
-  using Value = ArgValue<T>;
+  using Value = ArgValue<compute_t<T>>;
   T* values;
   int64_t* indices;
-  static EMBER_HOST_DEVICE Value identity() { return {T(0), -1}; }
-  static EMBER_HOST_DEVICE Value load(T x, int64_t r) { return {x, r}; }
+  static EMBER_HOST_DEVICE Value identity() { return {compute_t<T>(0), -1}; }
+  static EMBER_HOST_DEVICE Value load(T x, int64_t r) { return {compute_t<T>(x), r}; }
   static EMBER_HOST_DEVICE Value combine(Value a, Value b) {
     if (a.i < 0) return b;
     if (b.i < 0) return a;
@@ -84,7 +85,7 @@ struct ArgCombiner {
     return {shuffle_down(v.v, delta), shuffle_down(v.i, delta)};
   }
   EMBER_HOST_DEVICE void store(int64_t k, Value v) const {
-    values[k] = v.v;
+    values[k] = T(v.v);
     indices[k] = v.i;
   }
 };
@@ -175,7 +176,7 @@ void launch_reduce(const Tensor& x, C c) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
-  dispatch_numeric(x.dtype(), "reduce", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(x.dtype(), "reduce", [&]<class T>(TypeTag<T>) {
     T* o = out.data<T>();
     switch (op) {
       case ReduceOp::sum: return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::sum>{o});
@@ -187,7 +188,7 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
 }
 
 void arg_reduce(bool is_max, const Tensor& x, const Tensor& values, const Tensor& indices) {
-  dispatch_numeric(x.dtype(), "argmax", [&]<class T>(TypeTag<T>) {
+  dispatch_arithmetic(x.dtype(), "argmax", [&]<class T>(TypeTag<T>) {
     if (is_max) launch_reduce<T>(x, ArgCombiner<T, true>{values.data<T>(), indices.data<int64_t>()});
     else launch_reduce<T>(x, ArgCombiner<T, false>{values.data<T>(), indices.data<int64_t>()});
   });

@@ -55,15 +55,29 @@ TEST_CASE("checkpoint: save_tensors / load_tensors round trip every dtype, 0-d a
   CHECK(out.at("e").shape() == Shape{0, 4});
 }
 
+TEST_CASE("checkpoint: bf16 and f16 tensors round-trip bit for bit") {
+  Generator gen(3);
+  const Tensor f = mul(randn({3, 4}, {}, &gen), 1000.0);
+  TempFile file("reduced_precision.safetensors");
+  save_tensors(file.path, {{"b", f.to(DType::bf16)}, {"h", f.to(DType::f16)}});
+  const StateDict in = load_tensors(file.path);
+  CHECK(in.at("b").dtype() == DType::bf16);
+  CHECK(in.at("h").dtype() == DType::f16);
+  CHECK(in.at("b").to(DType::f32).to_vector<float>() == f.to(DType::bf16).to(DType::f32).to_vector<float>());
+  CHECK(in.at("h").to(DType::f32).to_vector<float>() == f.to(DType::f16).to(DType::f32).to_vector<float>());
+}
+
 TEST_CASE("checkpoint: a file written by Python (json + numpy) loads into tensors") {
   const std::string path = std::string(EMBER_TEST_DATA_DIR) + "/python_written.safetensors";
-  // f16/bf16 entries are named in the error: ember tensors cannot hold them yet.
-  CHECK_THROWS_WITH(load_tensors(path), Contains("which ember tensors do not support yet"));
-  const SafetensorsFile file = read_safetensors(path);
-  StateDict loaded;
-  for (const SafetensorsTensor& st : file.tensors)
-    if (st.dtype != DType::f16 && st.dtype != DType::bf16) loaded[st.name] = tensor_from_safetensors(st, path);
-  CHECK(loaded.size() == 8);
+  const StateDict loaded = load_tensors(path);
+  CHECK(loaded.size() == 10);
+  // numpy's float16 and the script's round-to-nearest-even bfloat16 bits, widened exactly.
+  CHECK(loaded.at("half").dtype() == DType::f16);
+  CHECK(loaded.at("half").to(DType::f32).to_vector<float>() == std::vector<float>{1.f, -2.f, 0.099975586f, 65504.f});
+  CHECK(loaded.at("brain").dtype() == DType::bf16);
+  CHECK(loaded.at("brain").to(DType::f32).to_vector<float>() ==
+        std::vector<float>{1.f, -3.f, 0.15625f, float(BFloat16(3.0e38f))});
+  CHECK(BFloat16(3.0e38f).bits == 0x7f62);  // rounded up: the nearest bf16, not the truncation 0x7f61
   CHECK(loaded.at("weight").shape() == Shape{2, 3});
   CHECK(loaded.at("weight").to_vector<float>() == std::vector<float>{-1.f, -0.5f, 0.f, 0.5f, 1.f, 1.5f});
   CHECK(loaded.at("bias").to_vector<double>() == std::vector<double>{1.0 / 3.0, -2.5e-300, 1e300});

@@ -1,0 +1,215 @@
+// bf16 and f16 tensors: conversions, native elementwise kernels and reductions that compute in
+// f32 and round once, the f32 fallback of the other ops (Note [Reduced-precision fallback]),
+// gradients into 16-bit leaves, random numbers, printing, and autocast
+// (Note [Autocast policy]). "Equal" here means bit for bit: both sides round the same f32 value.
+#include <cmath>
+#include <sstream>
+
+#include "ops/autocast.h"
+#include "support/test_support.h"
+
+using namespace ember;
+
+namespace {
+
+constexpr DType kLow[] = {DType::bf16, DType::f16};
+
+std::vector<float> values(const Tensor& t) { return t.to(DType::f32).contiguous().to_vector<float>(); }
+
+// What a kernel that computes in f32 and rounds once returns for f32 result `y_f32`.
+std::vector<float> rounded(const Tensor& y_f32, DType low) { return values(y_f32.to(low)); }
+
+void check_bitwise(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]))
+      FAIL("element " << i << ": " << a[i] << " vs " << b[i]);
+  }
+}
+
+Generator gen(1234);
+
+}  // namespace
+
+TEST_CASE("reduced precision: to() converts every dtype to and from bf16 / f16 like the scalar type", "[ops][f16]") {
+  Tensor f = mul(randn({5, 7}, {}, &gen), 100.0);
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const Tensor x = f.to(low);
+    CHECK(x.dtype() == low);
+    CHECK(x.nbytes() == 5 * 7 * 2);
+    const std::vector<float> src = f.to_vector<float>(), got = values(x);
+    for (size_t i = 0; i < src.size(); ++i)
+      CHECK(got[i] == (low == DType::bf16 ? float(BFloat16(src[i])) : float(Half(src[i]))));
+    // f64 and integers convert through float; back to f64 is exact; bool is "nonzero".
+    check_bitwise(values(f.to(DType::f64).to(low)), got);
+    CHECK(values(tensor<int64_t>({3, -300, 70000}).to(low)) ==
+          std::vector<float>{3, -300, low == DType::bf16 ? 70144.0f : INFINITY});
+    CHECK(x.to(DType::f64).to_vector<double>()[0] == double(got[0]));
+    CHECK(tensor<float>({0.f, 0.25f}).to(low).to(DType::boolean).to_vector<bool>() == std::vector<bool>{false, true});
+    // A transposed (non-contiguous) source.
+    check_bitwise(values(f.t().to(low)), rounded(f.t().contiguous(), low));
+  }
+}
+
+TEST_CASE("reduced precision: elementwise ops compute in f32 and round once", "[ops][f16]") {
+  const Tensor a32 = randn({9, 33}, {}, &gen), b32 = add(abs(randn({33}, {}, &gen)), 0.5);
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const Tensor a = a32.to(low), b = b32.to(low);
+    const Tensor aw = a.to(DType::f32), bw = b.to(DType::f32);  // the exact inputs in f32
+    check_bitwise(values(exp(a)), rounded(exp(aw), low));
+    check_bitwise(values(tanh(a)), rounded(tanh(aw), low));
+    check_bitwise(values(gelu(a)), rounded(gelu(aw), low));
+    check_bitwise(values(relu(a)), rounded(relu(aw), low));
+    check_bitwise(values(sqrt(b)), rounded(sqrt(bw), low));
+    check_bitwise(values(add(a, b)), rounded(add(aw, bw), low));  // broadcast (33) over (9, 33)
+    check_bitwise(values(div(a, b)), rounded(div(aw, bw), low));
+    check_bitwise(values(mul(a, 3.0)), rounded(mul(aw, tensor<float>({3.0f}).to(low).to(DType::f32)), low));
+    CHECK(lt(a, b).to_vector<bool>() == lt(aw, bw).to_vector<bool>());
+    CHECK(exp(a).dtype() == low);
+    // Mixing dtypes outside autocast stays an error that says what to do.
+    CHECK_THROWS_WITH(add(a, a32), Catch::Matchers::Contains("expected tensors of one dtype"));
+  }
+}
+
+TEST_CASE("reduced precision: reductions accumulate in f32 or better", "[ops][f16]") {
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    // 4096 x 0.1: a 16-bit running sum would stall (at 32 in bf16, where 0.1 is under half an ulp).
+    const Tensor x = full({4096}, 0.1, {.dtype = low});
+    const float tenth = values(x)[0];
+    CHECK(sum(x).dtype() == low);
+    CHECK(values(sum(x))[0] == values(tensor<float>({4096 * tenth}).to(low))[0]);
+    CHECK(values(mean(x))[0] == tenth);
+    const Tensor m32 = randn({6, 50}, {}, &gen), m = m32.to(low), mw = m.to(DType::f32);
+    check_bitwise(values(sum(m, {1})), rounded(sum(mw, {1}), low));
+    check_bitwise(values(sum(m, {0})), rounded(sum(mw, {0}), low));
+    check_bitwise(values(amax(m, {1})), values(amax(mw, {1})));
+    CHECK(argmax(m, 1).to_vector<int64_t>() == argmax(mw, 1).to_vector<int64_t>());
+    check_bitwise(values(var(m, {1})), rounded(var(mw, {1}), low));
+    check_bitwise(values(logsumexp(m, {1})), rounded(logsumexp(mw, {1}), low));
+  }
+}
+
+TEST_CASE("reduced precision: softmax, pooling, normalisation and losses run in f32 and round once",
+          "[ops][f16]") {
+  const Tensor x32 = randn({4, 3, 6, 6}, {}, &gen), logits32 = randn({8, 5}, {}, &gen);
+  const Tensor target = tensor<int64_t>({0, 1, 2, 3, 4, 0, 1, 2});
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const Tensor x = x32.to(low), xw = x.to(DType::f32), logits = logits32.to(low), lw = logits.to(DType::f32);
+    check_bitwise(values(softmax(logits, 1)), rounded(softmax(lw, 1), low));
+    check_bitwise(values(log_softmax(logits, 1)), rounded(log_softmax(lw, 1), low));
+    check_bitwise(values(max_pool2d(x, 2)), values(max_pool2d(xw, 2)));
+    check_bitwise(values(avg_pool2d(x, 3)), rounded(avg_pool2d(xw, 3), low));
+    const Tensor loss = cross_entropy(logits, target);
+    CHECK(loss.dtype() == low);
+    check_bitwise(values(loss), rounded(cross_entropy(lw, target), low));
+    // batch_norm with f32 running statistics: they stay f32 and are updated.
+    Tensor rm = zeros({3}), rv = ones({3});
+    Tensor rm_ref = zeros({3}), rv_ref = ones({3});
+    const Tensor y = batch_norm(x, {}, {}, rm, rv, true, 0.1, 1e-5);
+    const Tensor y_ref = batch_norm(xw, {}, {}, rm_ref, rv_ref, true, 0.1, 1e-5);
+    CHECK(y.dtype() == low);
+    check_bitwise(values(y), rounded(y_ref, low));
+    check_bitwise(rm.to_vector<float>(), rm_ref.to_vector<float>());
+    check_bitwise(rv.to_vector<float>(), rv_ref.to_vector<float>());
+    // 16-bit running statistics receive the (rounded) update too.
+    Tensor rm16 = zeros({3}, {.dtype = low}), rv16 = ones({3}, {.dtype = low});
+    (void)batch_norm(x, {}, {}, rm16, rv16, true, 0.1, 1e-5);
+    check_bitwise(values(rm16), rounded(rm_ref, low));
+  }
+}
+
+TEST_CASE("reduced precision: GEMM ops take bf16 / f16 operands and accumulate in f32", "[ops][f16]") {
+  const Tensor a32 = randn({7, 40}, {}, &gen), b32 = randn({40, 5}, {}, &gen);
+  const Tensor x32 = randn({2, 3, 8, 8}, {}, &gen), w32 = randn({4, 3, 3, 3}, {}, &gen);
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const Tensor a = a32.to(low), b = b32.to(low), x = x32.to(low), w = w32.to(low);
+    // f32 reference on the rounded operands; the products are exact in f32 and the sums differ only
+    // in order, so the rounded results agree except where a sum lands next to a rounding tie.
+    const Tensor mm = matmul(a, b), mm_ref = matmul(a.to(DType::f32), b.to(DType::f32));
+    CHECK(mm.dtype() == low);
+    test::check_close(mm.to(DType::f32), mm_ref.to(low).to(DType::f32), low == DType::bf16 ? 8e-3 : 1e-3, 1e-3);
+    const Tensor y = linear(a, b.t().contiguous());
+    test::check_close(y.to(DType::f32), mm_ref.to(low).to(DType::f32), low == DType::bf16 ? 8e-3 : 1e-3, 1e-3);
+    const Tensor c = conv2d(x, w, {}, 1, 1);
+    CHECK(c.dtype() == low);
+    test::check_close(c.to(DType::f32), conv2d(x.to(DType::f32), w.to(DType::f32), {}, 1, 1).to(low).to(DType::f32),
+                      low == DType::bf16 ? 8e-3 : 1e-3, 1e-3);
+  }
+}
+
+TEST_CASE("reduced precision: gradients reach 16-bit leaves in their dtype", "[ops][f16]") {
+  const Tensor logits32 = randn({6, 4}, {}, &gen);
+  const Tensor target = tensor<int64_t>({0, 1, 2, 3, 0, 1});
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    Tensor x = logits32.to(low).requires_grad_(true);
+    Tensor xw = x.detach().to(DType::f32).requires_grad_(true);
+    cross_entropy(relu(x), target).backward();
+    cross_entropy(relu(xw), target).backward();
+    REQUIRE(x.grad().defined());
+    CHECK(x.grad().dtype() == low);
+    // The loss's rounding passes the gradient 1 through unchanged, so the bf16 gradient is the
+    // rounded f32 one.
+    check_bitwise(values(x.grad()), rounded(xw.grad(), low));
+  }
+}
+
+TEST_CASE("reduced precision: random numbers are the f32 draws rounded", "[ops][f16]") {
+  for (DType low : kLow) {
+    Generator g1(99), g2(99);
+    check_bitwise(values(randn({100}, {.dtype = low}, &g1)), rounded(randn({100}, {}, &g2), low));
+    check_bitwise(values(rand({100}, {.dtype = low}, &g1)), rounded(rand({100}, {}, &g2), low));
+  }
+}
+
+TEST_CASE("reduced precision: printing names the dtype and shows the stored values", "[ops][f16]") {
+  std::ostringstream os;
+  os << tensor<float>({1.0f / 3.0f, 2.0f}).to(DType::bf16);
+  CHECK_THAT(os.str(), Catch::Matchers::Contains("dtype=bf16"));
+  CHECK_THAT(os.str(), Catch::Matchers::Contains("0.3340"));  // 0.333984375, not f32's 0.3333
+}
+
+TEST_CASE("autocast: GEMMs in low precision, losses in f32, f32 gradients for f32 parameters", "[ops][autocast]") {
+  const Tensor x = randn({8, 12}, {}, &gen), target = tensor<int64_t>({0, 1, 2, 0, 1, 2, 0, 1});
+  Tensor w = mul(randn({3, 12}, {}, &gen), 0.3).requires_grad_(true);
+  Tensor b = zeros({3}).requires_grad_(true);
+  CHECK_THROWS_WITH(AutocastGuard(DType::i64), Catch::Matchers::Contains("expected bf16, f16 (on) or f32 (off)"));
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    w.zero_grad();
+    b.zero_grad();
+    Tensor loss, logits;
+    {
+      AutocastGuard autocast(low);
+      CHECK(autocast_dtype() == low);
+      logits = linear(x, w, b);
+      loss = cross_entropy(logits, target);
+      // Binary arithmetic promotes a 16-bit operand beside an f32 one.
+      CHECK(add(logits, zeros({8, 3})).dtype() == DType::f32);
+      {
+        AutocastGuard off(DType::f32);
+        CHECK(!autocast_dtype());
+        CHECK(linear(x, w, b).dtype() == DType::f32);
+      }
+      CHECK(autocast_dtype() == low);
+    }
+    CHECK(!autocast_dtype());
+    CHECK(logits.dtype() == low);
+    CHECK(loss.dtype() == DType::f32);
+    // The same computation written out: operands rounded, GEMM in f32, logits rounded, loss in f32.
+    const Tensor ref_logits = linear(x.to(low), w.detach().to(low), b.detach().to(low));
+    check_bitwise(values(logits), values(ref_logits));
+    CHECK(loss.item() == cross_entropy(ref_logits.to(DType::f32), target).item());
+    loss.backward();
+    CHECK(w.grad().dtype() == DType::f32);
+    CHECK(b.grad().dtype() == DType::f32);
+    // The gradient was computed in low precision, then widened: every element is representable.
+    check_bitwise(w.grad().to_vector<float>(), values(w.grad().to(low)));
+  }
+}
