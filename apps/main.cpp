@@ -130,6 +130,9 @@ void add_training_options(CLI::App& cmd, ember::apps::TrainingOptions& c, bool& 
   cmd.add_option("--plot", c.plot, "write the loss and test-score curves as SVG")->check(non_empty_path());
   cmd.add_option("--stop-after", c.stop_after, "stop after this many epochs (the schedule still spans --epochs; "
                                                "continue with --resume)")->check(CLI::Range(1, 100000));
+  cmd.add_option("--precision", c.precision, "fp32, or mixed precision: bf16 or fp16 (with loss scaling) for "
+                 "convolutions, linear layers and matmuls; losses, normalisation and weights stay f32")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd.add_flag("--dry-run", dry_run, "a few batches per epoch, to check the setup quickly");
   cmd.add_flag("--detect-anomaly", c.detect_anomaly, "stop at the first op whose output or gradient is NaN/Inf and "
                                                      "name it (slow: a device sync per op)");

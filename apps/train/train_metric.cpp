@@ -102,6 +102,7 @@ MetricRun start_run(const TrainMetricConfig& c, const std::vector<MetricLossRow>
   run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
   if (std::shared_ptr<Module> loss_module = run.loss->module()) run.trained_loss = run.parallel.replicate(loss_module);
   run.state.optimizer = make_run_optimizer(c, *run.model, *run.loss);
+  run.state.set_precision(c.precision);
   run.state.loader = make_balanced_loader(c, run.train_data, run.parallel);
   run.state.schedule = make_schedule(c, *run.state.optimizer, *run.state.loader);
   return run;

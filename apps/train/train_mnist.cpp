@@ -61,6 +61,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
   run.trained = run.parallel.replicate(run.model);  // rank 0's weights on every rank
   auto [decay, no_decay] = split_weight_decay(*run.model);
   run.state.optimizer = make_optimizer(c, std::move(decay), std::move(no_decay));
+  run.state.set_precision(c.precision);
   DataLoaderOptions options;
   options.batch_size = c.batch_size;
   options.shuffle = true;

@@ -3,6 +3,7 @@
 // state are shared with the other train commands (training_loop.h); the recipe's notes are in
 // train_seresnext.h.
 #include "apps/train/train_seresnext.h"
+#include "ops/autocast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,16 +30,18 @@ std::unique_ptr<LrScheduler> make_seresnext_schedule(const TrainSeresnextConfig&
 
 double accumulate_gradients(int64_t rows, int64_t micro,
                             const std::function<Tensor(int64_t start, int64_t length)>& loss_of,
-                            distributed::DistributedDataParallel* ddp) {
+                            distributed::DistributedDataParallel* ddp, const GradScaler* scaler) {
   double loss = 0;
   for (int64_t start = 0; start < rows; start += micro) {
     const int64_t length = std::min(micro, rows - start);
     Tensor part = mul(loss_of(start, length), double(length) / double(rows));
+    const Tensor scaled = scaler ? scaler->scale(part) : part;
+    const AutocastGuard autocast_off(DType::f32);  // Note [Mixed-precision steps] in training_loop.h
     if (ddp && start + length < rows) {
       const auto local = ddp->no_sync();  // the last micro-batch synchronises them all
-      part.backward();
+      scaled.backward();
     } else {
-      part.backward();
+      scaled.backward();
     }
     loss += part.item();
   }
@@ -143,6 +146,7 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
   TrainingOptions scaled = c;
   scaled.lr = c.applied_lr();
   run.state.optimizer = make_optimizer(scaled, std::move(decay), std::move(no_decay));
+  run.state.set_precision(c.precision);
   run.state.loader = std::make_unique<DataLoader>(
       run.train_data,
       loader_options(c.step_batch(), true, c.seed + 1, c.workers, run.parallel.sampler(run.train_data->size())));
@@ -183,8 +187,9 @@ double train_step(SeresnextRun& run, const Batch& batch) {
     const MixedBatch part{mixed.inputs.narrow(0, start, length), mixed.targets.narrow(0, start, length),
                           mixed.targets_b.narrow(0, start, length), mixed.lambda};
     return mixed_cross_entropy((*run.trained)(part.inputs), part, c.label_smoothing);
-  }, dynamic_cast<distributed::DistributedDataParallel*>(run.trained.get()));
-  run.state.optimizer->step();
+  }, dynamic_cast<distributed::DistributedDataParallel*>(run.trained.get()), &run.state.scaler);
+  run.state.scaler.step(*run.state.optimizer);  // skipped on Inf/NaN gradients (fp16)
+  run.state.scaler.update();
   if (run.state.schedule && c.schedule_unit == "step") run.state.schedule->step();
   ++run.state.step;
   return loss;

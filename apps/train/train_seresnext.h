@@ -43,6 +43,7 @@
 #include "core/json.h"
 #include "core/tensor.h"
 #include "nn/distributed/data_parallel.h"
+#include "nn/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optim/lr_scheduler.h"
 
@@ -94,9 +95,10 @@ std::unique_ptr<LrScheduler> make_seresnext_schedule(const TrainSeresnextConfig&
 // share of the rows, so the gradients add up to those of loss_of(all rows) when loss_of is a
 // mean (Note [Gradient accumulation]); returns that mean loss. With `ddp`, the micro-batches
 // before the last accumulate locally (no_sync) and the last backward averages the sum over ranks.
+// With `scaler` (fp16), each backward starts from the scaled loss; the returned loss is unscaled.
 double accumulate_gradients(int64_t rows, int64_t micro,
                             const std::function<Tensor(int64_t start, int64_t length)>& loss_of,
-                            distributed::DistributedDataParallel* ddp = nullptr);
+                            distributed::DistributedDataParallel* ddp = nullptr, const GradScaler* scaler = nullptr);
 // Rows of `logits` (N, C) whose target is among the k largest (ties counted against).
 int64_t topk_correct(const Tensor& logits, const Tensor& targets, int64_t k);
 

@@ -1,6 +1,8 @@
 // The shared training loop (training_loop.h).
 #include "apps/train/training_loop.h"
 
+#include "ops/autocast.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -54,10 +56,17 @@ int64_t end_epoch(const TrainingOptions& c) {
   return c.stop_after > 0 ? std::min<int64_t>(c.epochs, c.stop_after) : c.epochs;
 }
 
+void TrainingState::set_precision(const std::string& precision) {
+  autocast = precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
+  scaler = GradScaler({.enabled = autocast == DType::f16});
+}
+
 double optimizer_step(TrainingState& state, const Tensor& loss) {
+  const AutocastGuard autocast_off(DType::f32);  // Note [Mixed-precision steps]
   state.optimizer->zero_grad();
-  loss.backward();
-  state.optimizer->step();
+  state.scaler.scale(loss).backward();
+  state.scaler.step(*state.optimizer);  // skipped on Inf/NaN gradients (fp16)
+  state.scaler.update();
   if (state.schedule) state.schedule->step();
   ++state.step;
   return loss.item();
@@ -103,7 +112,11 @@ EpochStats train_epoch(TrainingState& state, const TrainingOptions& c, int64_t e
     std::optional<Batch> batch = loader.next();
     if (!batch && b == 0) batch = loader.next();  // a restored loader first reports its old epoch's end
     if (!batch) break;
-    const double loss = checked_step(state, c, epoch, b, batches, step, *batch);
+    double loss;
+    {
+      const AutocastGuard autocast(state.autocast);  // Note [Mixed-precision steps]
+      loss = checked_step(state, c, epoch, b, batches, step, *batch);
+    }
     // Note [Non-finite loss]: a NaN or infinite loss means the run has diverged; every later
     // epoch would print nan and --save would overwrite the last good checkpoint with it. The
     // run stops here, before this epoch's outputs are written.
@@ -171,6 +184,7 @@ TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epoch
   ck.rng["loader"] = {ls.seed, ls.offset};
   ck.counters["loader.epoch"] = ls.epoch;
   ck.counters["loader.batch"] = ls.batch;
+  ck.grad_scaler = state.scaler.state_dict();  // empty unless fp16
   return ck;
 }
 
@@ -183,6 +197,7 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
                            checkpoint_counter(resumed, "loader.batch")});
   state.start_epoch = resumed.epoch;
   state.step = resumed.step;
+  if (!resumed.grad_scaler.empty()) state.scaler.load_state_dict(resumed.grad_scaler);
 }
 
 void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,

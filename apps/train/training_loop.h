@@ -28,6 +28,7 @@
 #include "datasets/data_loader.h"
 #include "datasets/tensor_dataset.h"
 #include "nn/checkpoint.h"
+#include "nn/grad_scaler.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/optimizer.h"
 
@@ -41,7 +42,22 @@ struct TrainingState {
   std::unique_ptr<LrScheduler> schedule;  // null for --schedule none
   int64_t start_epoch = 0;
   int64_t step = 0;  // optimizer steps taken, over all epochs
+  DType autocast = DType::f32;            // --precision: the forward's autocast dtype (f32: off)
+  GradScaler scaler{{.enabled = false}};  // on for fp16 (Note [Mixed-precision steps])
+
+  // Sets autocast and the scaler from --precision (fp32, bf16, fp16); before a resume restores them.
+  void set_precision(const std::string& precision);
 };
+
+// Note [Mixed-precision steps]: --precision bf16 or fp16 runs each training step's forward under
+// an AutocastGuard (ops/autocast.h, Note [Autocast policy]): convolutions, linear layers and
+// matmuls in the low dtype, losses and normalisation in f32, parameters and optimizer state f32.
+// The backward and the optimizer step run with autocast off (as PyTorch recommends: the
+// backward follows the dtypes its forward recorded). fp16 adds dynamic loss scaling
+// (nn/grad_scaler.h, PyTorch's GradScaler defaults): the loss is scaled before backward, the
+// gradients are unscaled before the step, a step with Inf/NaN gradients is skipped and the
+// scale backs off; its state is saved in checkpoints, so a resume stays bitwise. bf16 has f32's
+// exponent range and needs no scaling. Evaluation runs in f32.
 
 struct EpochStats {
   double loss_sum = 0;  // batch losses weighted by batch size
@@ -65,8 +81,8 @@ std::unique_ptr<LrScheduler> make_schedule(const TrainingOptions& c, Optimizer& 
 // The epoch after the last one this process trains: --stop-after ends the run early.
 int64_t end_epoch(const TrainingOptions& c);
 
-// Backward from `loss`, one optimizer and schedule step; returns the loss as a number (the one
-// host synchronisation per step, for display).
+// Backward from `loss` (scaled for fp16), one optimizer and schedule step; returns the loss as a
+// number (the one host synchronisation per step, for display).
 double optimizer_step(TrainingState& state, const Tensor& loss);
 
 // One pass over the loader (or its first max_batches) with a progress bar; `step` trains on a

@@ -32,6 +32,7 @@ void TrainingOptions::write_json(Json& j) const {
   j.set("schedule", schedule);
   j.set("seed", std::to_string(seed));  // uint64 as a decimal string (nn/checkpoint.h)
   j.set("device", device);
+  j.set("precision", precision);
 }
 
 bool TrainingOptions::read_json_field(const std::string& key, const Json& value, const std::string& where) {
@@ -48,6 +49,7 @@ bool TrainingOptions::read_json_field(const std::string& key, const Json& value,
   else if (key == "schedule") schedule = json_string(value, field);
   else if (key == "seed") seed = json_u64_string(value, field);
   else if (key == "device") device = json_string(value, field);
+  else if (key == "precision") precision = json_string(value, field);
   else return false;
   return true;
 }
@@ -94,6 +96,8 @@ void TrainingOptions::check(const std::string& command) const {
               optimizer, "' (expected sgd, adam or adamw)");
   EMBER_CHECK(schedule == "cosine" || schedule == "none", command, ": unknown schedule '", schedule,
               "' (expected cosine or none)");
+  EMBER_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16", command, ": unknown precision '",
+              precision, "' (expected fp32, bf16 or fp16)");
 }
 
 void TrainingOptions::check_outputs(const std::string& command) const {

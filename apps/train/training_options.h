@@ -42,6 +42,7 @@ struct TrainingOptions {
   int64_t max_batches = 0;         // > 0: stop each epoch after this many batches (--dry-run)
   int stop_after = 0;              // > 0: stop after this many epochs of the run (resume later)
   bool detect_anomaly = false;     // anomaly mode in every training step (Note [--detect-anomaly])
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (Note [Mixed-precision steps] in training_loop.h)
   // The ranks of a data-parallel job (Note [Training under mpirun], data_parallel.h); null: one
   // process. Not part of the recipe: `ember` sets it from the MPI environment.
   std::shared_ptr<distributed::ProcessGroup> group;

@@ -94,6 +94,47 @@ TEST_CASE("train mnist: --resume continues bitwise identically to an uninterrupt
   test::check_bitwise_equal(a.optimizer, b.optimizer);
 }
 
+TEST_CASE("train mnist: --precision bf16 and fp16 learn, keep f32 weights, and fp16 resumes bitwise") {
+  test::TempDir dir("train_mnist_precision");
+  test::write_synthetic_mnist(dir, 320, 100);
+  for (const std::string precision : {"bf16", "fp16"}) {
+    INFO(precision);
+    TrainMnistConfig c = small_config(dir);
+    c.precision = precision;
+    c.save = dir.file(precision + ".safetensors");
+    const auto r = run(c);
+    CHECK(r.test_accuracy >= 0.9);
+    const TrainingCheckpoint ck = load_checkpoint(c.save);
+    CHECK(ck.model.at("0.weight").dtype() == DType::f32);  // master weights
+    CHECK(Json::parse(ck.config).find("precision")->as_string() == precision);
+    // Only fp16 scales its loss; the scaler's state travels in the checkpoint.
+    CHECK(ck.grad_scaler.empty() == (precision == "bf16"));
+  }
+  // fp16: stop after one epoch, resume, and end where an uninterrupted run ends.
+  TrainMnistConfig full = small_config(dir);
+  full.precision = "fp16";
+  full.save = dir.file("full16.safetensors");
+  run(full);
+  TrainMnistConfig first = full;
+  first.stop_after = 1;
+  first.save = dir.file("half16.safetensors");
+  run(first);
+  TrainMnistConfig rest;
+  rest.data = dir.path.string();
+  rest.epochs = 0;
+  rest.resume = first.save;
+  rest.save = dir.file("resumed16.safetensors");
+  run(rest);
+  const TrainingCheckpoint a = load_checkpoint(full.save), b = load_checkpoint(rest.save);
+  CHECK(a.step == b.step);
+  test::check_bitwise_equal(a.model, b.model);
+  test::check_bitwise_equal(a.grad_scaler, b.grad_scaler);
+
+  TrainMnistConfig bad = small_config(dir);
+  bad.precision = "fp8";
+  CHECK_THROWS_WITH(run(bad), Catch::Contains("unknown precision 'fp8' (expected fp32, bf16 or fp16)"));
+}
+
 TEST_CASE("train mnist: missing data names the command that fetches it") {
   test::TempDir dir("train_mnist_missing");
   TrainMnistConfig c = small_config(dir);
