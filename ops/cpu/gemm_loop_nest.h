@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -24,22 +25,23 @@ namespace ember::cpu::gemm_detail {
 inline int64_t round_down(int64_t x, int64_t m) { return x / m * m; }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// out[k * stride + i] = src[i * ld + k] for 8 rows i and k < kc, T any 32-bit type (float, or
-// Bf16Pair: only bits move): the packing of a row-major operand, where every packed k gathers
+// out[k * stride + i] = the 32-bit element k of row i for 8 rows i and k < kc, row i starting
+// at byte i * row_bytes of src; T any 32-bit type (float, or Bf16Pair: only bits move, and a row
+// of bf16 is a row of pairs). The packing of a row-major operand, where every packed k gathers
 // one element from each row. Note [Packing transpose]: done 8 x 8 at a time in AVX registers
 // where the build has them (scalar copies would make packing, not FMAs, the cost of the skinny
 // shapes, which use each element of A only N times).
 template <class T>
-void transpose_rows(const T* src, int64_t ld, int64_t kc, T* out, int64_t stride) {
+void transpose_rows(const void* src, int64_t row_bytes, int64_t kc, T* out, int64_t stride) {
   static_assert(sizeof(T) == 4);
+  const char* bytes = static_cast<const char*>(src);
   int64_t k = 0;
 #if defined(__AVX2__)
   // _mm256_loadu_ps and _mm256_storeu_ps may alias any type.
-  auto in = [&](int64_t offset) { return reinterpret_cast<const float*>(src + offset); };
   auto to = [&](int64_t offset) { return reinterpret_cast<float*>(out + offset); };
   for (; k + 8 <= kc; k += 8) {
     __m256 r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in(i * ld + k));
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(bytes + i * row_bytes + 4 * k));
     for (int i = 0; i < 8; i += 2) {
       t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1 interleaved: k 0 1 | 4 5
       t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // k 2 3 | 6 7
@@ -57,7 +59,7 @@ void transpose_rows(const T* src, int64_t ld, int64_t kc, T* out, int64_t stride
   }
 #endif
   for (; k < kc; ++k)
-    for (int i = 0; i < 8; ++i) out[k * stride + i] = src[i * ld + k];
+    for (int i = 0; i < 8; ++i) std::memcpy(out + k * stride + i, bytes + i * row_bytes + 4 * k, 4);
 }
 
 // How one KC x NC step is cut into work items: row blocks of A x column groups of the packed B

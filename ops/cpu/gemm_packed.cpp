@@ -80,7 +80,7 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t p0, int64_t
         for (int i = 0; i < std::min<int64_t>(width, rows - (panel + 1) * width); ++i)
           for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(src + (width + i) * x.ld + k);
       int i = 0;
-      for (; i + 8 <= live; i += 8) transpose_rows(src + i * x.ld, x.ld, kc, out + i, width);
+      for (; i + 8 <= live; i += 8) transpose_rows(src + i * x.ld, x.ld * 4, kc, out + i, width);
       for (; i < live; ++i)
         for (int64_t k = 0; k < kc; ++k) out[k * width + i] = src[i * x.ld + k];
       for (; i < width; ++i)

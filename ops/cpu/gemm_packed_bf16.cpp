@@ -37,11 +37,13 @@ void row_to_pairs(const T* src, int64_t count, Bf16Pair* out) {
 }
 
 // Packs rows [r0, r0 + rows) x K [p0, p0 + kc) of op(X), stored as T (uint16_t bf16 bits or
-// float), into bf16 micro-panels of `width` rows (a multiple of 8): dst[panel * steps * width +
-// s * width + i] = the pair (K = p0 + 2s, p0 + 2s + 1) of row r0 + panel * width + i, rows past the
-// end zero. As in the f32 packing (gemm_packed.cpp), both orders read memory sequentially.
-template <class T>
-void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int width,
+// float), into bf16 micro-panels of `width` rows (kMR or kNR, multiples of 8): dst[panel * steps *
+// width + s * width + i] = the pair (K = p0 + 2s, p0 + 2s + 1) of row r0 + panel * width + i, rows
+// past the end zero. As in the f32 packing (gemm_packed.cpp), both orders read memory
+// sequentially. The width is a template argument so that a full panel's loops have fixed trip
+// counts: at 64^3, where packing is a fifth of the time, the loop control cost as much as the copies.
+template <int width, class T>
+void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
                 Bf16Pair* dst) {
   const int64_t steps = (kc + 1) / 2, panels = (rows + width - 1) / width;
   if (trans) {  // rows k and k + 1 of the source hold this pair for every row of every panel
@@ -53,15 +55,18 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
         const int live = int(std::min<int64_t>(width, rows - panel * width));
         Bf16Pair* out = dst + panel * steps * width + s * width;
         const int64_t base = panel * width;
-        if (has_odd)
+        if (has_odd && live == width)
+          for (int i = 0; i < width; ++i) out[i] = make_pair(bf16_bits(even[base + i]), bf16_bits(odd[base + i]));
+        else if (has_odd)
           for (int i = 0; i < live; ++i) out[i] = make_pair(bf16_bits(even[base + i]), bf16_bits(odd[base + i]));
         else
           for (int i = 0; i < live; ++i) out[i] = make_pair(bf16_bits(even[base + i]), 0);
         for (int i = live; i < width; ++i) out[i] = 0;
       }
     }
-  } else {  // each source row's K run is contiguous: 8 rows at a time become rows of pairs in L1,
-            // then one 8 x 8 transpose of 32-bit words per 8 steps (Note [Packing transpose])
+  } else {  // each source row's K run is contiguous: 8 rows at a time become rows of pairs in L1
+            // (bf16 rows already are), then one 8 x 8 transpose of 32-bit words per 8 steps (Note
+            // [Packing transpose])
     alignas(64) Bf16Pair words[8][kChunk];
     for (int64_t panel = 0; panel < panels; ++panel) {
       const int live = int(std::min<int64_t>(width, rows - panel * width));
@@ -73,11 +78,20 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
           for (int64_t k = 0; k < kc; k += 64 / int64_t(sizeof(T))) __builtin_prefetch(src + (width + i) * ld + k);
       for (int i = 0; i < width; i += 8) {
         const int group = std::clamp(live - i, 0, 8);
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          if (group == 8) {  // bf16 rows are rows of pairs already: transpose them in place
+            const T* rows8 = src + i * ld;
+            transpose_rows(rows8, ld * 2, kc / 2, out + i, width);
+            if (kc & 1)
+              for (int r = 0; r < 8; ++r) out[(steps - 1) * width + i + r] = make_pair(rows8[r * ld + kc - 1], 0);
+            continue;
+          }
+        }
         for (int64_t s0 = 0; s0 < steps; s0 += kChunk) {
           const int64_t n = std::min(kChunk, steps - s0);
           for (int r = 0; r < group; ++r) row_to_pairs(src + (i + r) * ld + 2 * s0, std::min(2 * n, kc - 2 * s0), words[r]);
           for (int r = group; r < 8; ++r) std::fill_n(words[r], n, Bf16Pair(0));
-          transpose_rows(&words[0][0], kChunk, n, out + s0 * width + i, width);
+          transpose_rows(&words[0][0], kChunk * 4, n, out + s0 * width + i, width);
         }
       }
     }
@@ -91,15 +105,16 @@ struct Bf16Packing {
   GemmOperand a;   // op(A): (M, K), trans as given
   GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
   static int64_t steps(int64_t kc) { return (kc + 1) / 2; }
-  static void pack(const GemmOperand& x, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int width, Bf16Pair* dst) {
-    if (x.bf16) pack_pairs(x.bf16, x.ld, x.trans, r0, rows, p0, kc, width, dst);
-    else pack_pairs(x.f32, x.ld, x.trans, r0, rows, p0, kc, width, dst);
+  template <int width>
+  static void pack(const GemmOperand& x, int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) {
+    if (x.bf16) pack_pairs<width>(x.bf16, x.ld, x.trans, r0, rows, p0, kc, dst);
+    else pack_pairs<width>(x.f32, x.ld, x.trans, r0, rows, p0, kc, dst);
   }
   void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
-    pack(a, r0, rows, p0, kc, kMR, dst);
+    pack<kMR>(a, r0, rows, p0, kc, dst);
   }
   void pack_bt(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
-    pack(bt, r0, rows, p0, kc, kNR, dst);
+    pack<kNR>(bt, r0, rows, p0, kc, dst);
   }
 };
 
