@@ -91,9 +91,9 @@ inline Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int thr
 // barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
 // first (blocks of >= 64 rows) and then from the columns (groups of >= 96), so that the skinny
 // shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The panel holds all of K,
-// so its width is the KC x NC budget divided by K. Below 4M multiply-adds (~30 us on one core)
-// the pool is not worth waking: two threads measured slower than one at 128^3 on this shared
-// machine. Every element of C is computed by the same FMAs in the same order whatever the item
+// so its width is the KC x NC budget divided by K. Below 4M micro-kernel steps, M N steps(K)
+// (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either way), the pool is not
+// worth waking: two threads measured slower than one at 128^3 on this shared machine. Every element of C is computed by the same FMAs in the same order whatever the item
 // (the K blocking is fixed), so results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
 // of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
@@ -103,7 +103,7 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
                    const float* row_bias, const float* column_bias) {
   using Packed = typename Packing::Packed;
-  const int threads = in_parallel_region() || M * N * K < (int64_t(1) << 22) ? 1 : num_threads();
+  const int threads = in_parallel_region() || M * N * Packing::steps(K) < (int64_t(1) << 22) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
   const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kNR), int64_t(kNR), blocking.nc);
