@@ -93,8 +93,9 @@ inline Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int thr
 // shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The panel holds all of K,
 // so its width is the KC x NC budget divided by K. Below 4M micro-kernel steps, M N steps(K)
 // (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either way), the pool is not
-// worth waking: two threads measured slower than one at 128^3 on this shared machine. Every element of C is computed by the same FMAs in the same order whatever the item
-// (the K blocking is fixed), so results do not depend on the number of threads.
+// worth waking: two threads measured slower than one at 128^3 on this shared machine. Every
+// element of C is computed by the same FMAs in the same order whatever the item (the K
+// blocking is fixed), so results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
 // of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
 // system; thread-local buffers would outlive the allocator at exit.

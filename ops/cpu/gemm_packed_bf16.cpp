@@ -41,7 +41,7 @@ void row_to_pairs(const T* src, int64_t count, Bf16Pair* out) {
 // width + s * width + i] = the pair (K = p0 + 2s, p0 + 2s + 1) of row r0 + panel * width + i, rows
 // past the end zero. As in the f32 packing (gemm_packed.cpp), both orders read memory
 // sequentially. The width is a template argument so that a full panel's loops have fixed trip
-// counts: at 64^3, where packing is a fifth of the time, the loop control cost as much as the copies.
+// counts (64^3 spent a fifth of its time packing).
 template <int width, class T>
 void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
                 Bf16Pair* dst) {
@@ -79,7 +79,7 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
       for (int i = 0; i < width; i += 8) {
         const int group = std::clamp(live - i, 0, 8);
         if constexpr (std::is_same_v<T, uint16_t>) {
-          if (group == 8) {  // bf16 rows are rows of pairs already: transpose them in place
+          if (group == 8) {  // bf16 rows are rows of pairs already: transposed straight from the source
             const T* rows8 = src + i * ld;
             transpose_rows(rows8, ld * 2, kc / 2, out + i, width);
             if (kc & 1)
@@ -89,7 +89,8 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
         }
         for (int64_t s0 = 0; s0 < steps; s0 += kChunk) {
           const int64_t n = std::min(kChunk, steps - s0);
-          for (int r = 0; r < group; ++r) row_to_pairs(src + (i + r) * ld + 2 * s0, std::min(2 * n, kc - 2 * s0), words[r]);
+          for (int r = 0; r < group; ++r)
+            row_to_pairs(src + (i + r) * ld + 2 * s0, std::min(2 * n, kc - 2 * s0), words[r]);
           for (int r = group; r < 8; ++r) std::fill_n(words[r], n, Bf16Pair(0));
           transpose_rows(&words[0][0], kChunk * 4, n, out + s0 * width + i, width);
         }

@@ -212,7 +212,8 @@ TEST_CASE("bf16 GEMM matches a double reference for every transposition, operand
               for (float alpha : {1.0f, -0.5f})
                 for (float beta : {0.0f, 1.0f, 0.7f})
                   for (Activation act : acts) {
-                    const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, int(s.M + s.K + types + 2 * ta + tb) % 4, types};
+                    const int bias = int(s.M + s.K + types + 2 * ta + tb) % 4;  // each kind, in turn
+                    const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, bias, types};
                     const Operands in(t);
                     check_against_reference(t, in, run_packed(k.kernel, b.blocking, t, in),
                                             std::string(k.name) + ", " + b.name + " blocking");
