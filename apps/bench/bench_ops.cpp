@@ -17,7 +17,7 @@ void bench_ops(std::ostream& out) {
   if (max_threads >= 2) thread_counts.push_back(2);
   const int previous_threads = num_threads();
 
-  out << "ember bench ops: median of 7 blocks after warm-up; f32; peaks measured in this run\n\n";
+  out << "ember bench ops: median of 7 blocks after warm-up; f32 unless a row says bf16; peaks measured in this run\n\n";
   Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs f32"}, {13, 14, 7, 10, 16, 16, 9, 6});
   out << table.header() << "\n";
   for (int threads : thread_counts) {

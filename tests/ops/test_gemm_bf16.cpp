@@ -337,3 +337,15 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
                  cpu::gemm_operand(static_cast<const float*>(nullptr), 2), 2.0f, c.data(), 2, Activation::relu);
   REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
 }
+
+TEST_CASE("cpu::gemm_bf16 rejects an operand with both or neither of bf16 and f32 data", "[gemm][bf16]") {
+  const uint16_t a16[] = {0x3F80};
+  const float a32[] = {1.0f};
+  float c[] = {5.0f};
+  const cpu::GemmOperand both{a16, a32, 1, false}, neither{nullptr, nullptr, 1, false};
+  REQUIRE_THROWS_AS(cpu::gemm_bf16(1, 1, 1, 1.0f, both, cpu::gemm_operand(a32, 1), 0.0f, c, 1), Error);
+  REQUIRE_THROWS_AS(cpu::gemm_bf16(1, 1, 1, 1.0f, cpu::gemm_operand(a16, 1), neither, 0.0f, c, 1), Error);
+  REQUIRE(c[0] == 5.0f);
+  cpu::gemm_bf16(1, 1, 1, 3.0f, cpu::gemm_operand(a16, 1), cpu::gemm_operand(a32, 1), 0.0f, c, 1);
+  REQUIRE(c[0] == 3.0f);
+}
