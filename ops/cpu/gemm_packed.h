@@ -37,8 +37,8 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
                  const float* column_bias = nullptr);
 
-// The bf16 GEMM's blocking: cache_blocking() with twice the K per panel, so that its panels
-// take the bytes the f32 ones take (Note [bf16 GEMM blocking] in gemm_packed_bf16.cpp).
+// The bf16 GEMM's blocking: cache_blocking() with four times the K per panel and half the rows
+// per block of A (Note [bf16 GEMM blocking] in gemm_packed_bf16.cpp).
 const Blocking& bf16_cache_blocking();
 
 // The AVX512-BF16 kernel where the build has it, else the portable one.

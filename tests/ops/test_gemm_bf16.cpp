@@ -312,7 +312,7 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   struct Shape {
     int64_t M, N, K;
   };
-  // Past the cache blocking in K (KC 512, odd K in the last block) and skinny sides, all above
+  // Past the cache blocking in K (KC 1024 here, odd K in the last block) and skinny sides, all above
   // the 4M micro-kernel steps (2 K each) under which the GEMM keeps to one thread.
   const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}};
   for (const Shape& s : shapes) {
