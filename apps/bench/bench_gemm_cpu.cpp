@@ -11,6 +11,7 @@
 
 #include "ember.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_bf16.h"
 
 namespace ember::bench {
 namespace {
@@ -23,10 +24,9 @@ struct GemmShape {
   }
 };
 
-// Milliseconds per call of a and of b: both warmed up and calibrated alone, then timed in
-// alternating blocks (a, b, a, b, ...), the median block of each reported.
-std::pair<double, double> alternating_median_ms(const std::function<void()>& a, const std::function<void()>& b,
-                                                int blocks = 7) {
+// Milliseconds per call of each function: each warmed up and calibrated alone, then all timed in
+// alternating blocks (f0, f1, ..., f0, f1, ...), the median block of each reported.
+std::vector<double> alternating_median_ms(const std::vector<std::function<void()>>& fns, int blocks = 7) {
   using clock = std::chrono::steady_clock;
   auto calls_for_20ms = [](const std::function<void()>& fn) {
     const auto warm = clock::now();  // warm-up: first touches, clock ramp-up
@@ -37,20 +37,22 @@ std::pair<double, double> alternating_median_ms(const std::function<void()>& a, 
     const double one = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     return std::clamp(int(20.0 / std::max(one, 1e-3)), 1, 10000);
   };
-  const int iters_a = calls_for_20ms(a), iters_b = calls_for_20ms(b);
-  auto block = [](const std::function<void()>& fn, int iters) {
+  std::vector<int> iters;
+  for (const auto& fn : fns) iters.push_back(calls_for_20ms(fn));
+  auto block = [](const std::function<void()>& fn, int n) {
     const auto t0 = clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    return std::chrono::duration<double, std::milli>(clock::now() - t0).count() / iters;
+    for (int i = 0; i < n; ++i) fn();
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count() / n;
   };
-  std::vector<double> ta, tb;
-  for (int i = 0; i < blocks; ++i) {
-    ta.push_back(block(a, iters_a));
-    tb.push_back(block(b, iters_b));
+  std::vector<std::vector<double>> times(fns.size());
+  for (int b = 0; b < blocks; ++b)
+    for (size_t f = 0; f < fns.size(); ++f) times[f].push_back(block(fns[f], iters[f]));
+  std::vector<double> medians;
+  for (std::vector<double>& t : times) {
+    std::nth_element(t.begin(), t.begin() + blocks / 2, t.end());
+    medians.push_back(t[size_t(blocks / 2)]);
   }
-  std::nth_element(ta.begin(), ta.begin() + blocks / 2, ta.end());
-  std::nth_element(tb.begin(), tb.begin() + blocks / 2, tb.end());
-  return {ta[size_t(blocks / 2)], tb[size_t(blocks / 2)]};
+  return medians;
 }
 
 }  // namespace
@@ -65,15 +67,35 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     float* pc = c.data<float>();
-    const auto [ember_ms, eigen_ms] = alternating_median_ms(
+    // The same values rounded to bf16, for the bf16 GEMM's rows.
+    std::vector<uint16_t> a16(size_t(s.M * s.K)), b16(size_t(s.K * s.N));
+    std::transform(pa, pa + a16.size(), a16.begin(), cpu::float_to_bf16_bits);
+    std::transform(pb, pb + b16.size(), b16.begin(), cpu::float_to_bf16_bits);
+    const std::vector<double> ms = alternating_median_ms({
         [&] { cpu::gemm<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },
-        [&] { cpu::gemm_eigen<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); });
+        [&] { cpu::gemm_eigen<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },
+        [&] {
+          cpu::gemm_bf16(s.M, s.N, s.K, 1.0f, cpu::gemm_operand(a16.data(), s.K), cpu::gemm_operand(b16.data(), s.N),
+                         0.0f, pc, s.N);
+        },
+        [&] {  // bf16 activations times f32 weights, rounded while packed: mixed-precision training
+          cpu::gemm_bf16(s.M, s.N, s.K, 1.0f, cpu::gemm_operand(a16.data(), s.K), cpu::gemm_operand(pb, s.N), 0.0f,
+                         pc, s.N);
+        },
+    });
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    for (const auto& [name, ms] : {std::pair<const char*, double>{"gemm ember", ember_ms}, {"gemm eigen", eigen_ms}}) {
-      const double gflops = flops / (ms * 1e6);
-      out << table.row({name, s.label(), std::to_string(threads), fixed(ms, 3), fixed(gflops, 1) + " GFLOP/s",
-                        fixed(fma_peak, 1) + " GFLOP/s", fixed(100 * gflops / fma_peak, 1) + "%"})
-          << "\n";
+    const char* names[] = {"gemm ember", "gemm eigen", "gemm bf16", "gemm bf16xf32"};
+    for (size_t r = 0; r < ms.size(); ++r) {
+      const double gflops = flops / (ms[r] * 1e6);
+      const bool bf16 = r >= 2;
+      // Note [bf16 peak]: vdpbf16ps does two multiply-adds per lane at the rate of one FMA (the
+      // same instructions per second measured on this machine's Zen 5), so twice the FMA peak.
+      const double peak = bf16 ? 2 * fma_peak : fma_peak;
+      std::vector<std::string> cells{names[r], s.label(), std::to_string(threads), fixed(ms[r], 3),
+                                     fixed(gflops, 1) + " GFLOP/s", fixed(peak, 1) + " GFLOP/s",
+                                     fixed(100 * gflops / peak, 1) + "%"};
+      if (bf16) cells.push_back(fixed(ms[0] / ms[r], 2) + "x");  // the rate against gemm ember's
+      out << table.row(cells) << "\n";
     }
   }
 }

@@ -1,6 +1,7 @@
-// The CPU GEMM rows of `ember bench ops`: ember's packed f32 GEMM (cpu::gemm) and Eigen's
-// (cpu::gemm_eigen) on the same operands, square 32..2048 and the skinny shapes convolution
-// produces, timed in alternating blocks so that both see the same load.
+// The CPU GEMM rows of `ember bench ops`: ember's packed f32 GEMM (cpu::gemm), Eigen's
+// (cpu::gemm_eigen) and ember's bf16 GEMM (cpu::gemm_bf16: bf16 x bf16, and bf16 x f32 rounded
+// while packed) on the same operands, square 32..2048 and the skinny shapes convolution
+// produces, timed in alternating blocks so that all see the same load.
 #pragma once
 
 #include <iosfwd>
@@ -9,7 +10,8 @@
 
 namespace ember::bench {
 
-// Prints two rows per shape ("gemm ember", "gemm eigen") at the pool's current thread count.
+// Prints four rows per shape ("gemm ember", "gemm eigen", "gemm bf16", "gemm bf16xf32") at the
+// pool's current thread count; the bf16 rows add their rate against gemm ember's.
 void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double fma_peak);
 
 }  // namespace ember::bench

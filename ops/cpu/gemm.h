@@ -5,6 +5,7 @@
 // when called inside a parallel_for it runs on the calling thread.
 // f32 is ember's own packed GEMM (ops/cpu/gemm_packed.h), which applies `act` to each register
 // tile before storing it (Note [Epilogue activations] in ops/activation.h); f64 is Eigen's.
+// bf16 operands with f32 accumulation: cpu::gemm_bf16 (ops/cpu/gemm_bf16.h).
 #pragma once
 
 #include <cstdint>

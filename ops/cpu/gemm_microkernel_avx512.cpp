@@ -1,6 +1,7 @@
-// The AVX-512 micro-kernel (ops/cpu/gemm_microkernel.h; the tile: Note [GEMM register tile]).
-// NV, the vectors per row, is 3 for full tiles and 1 or 2 for the last columns of C, so that a
-// partial tile pays only for the vectors it covers; masked loads and stores do the rest.
+// The AVX-512 micro-kernels (ops/cpu/gemm_microkernel.h; the tile: Note [GEMM register tile]): f32
+// with FMAs, and bf16 with vdpbf16ps (Note [bf16 packed panels]), which share everything but
+// the K step. NV, the vectors per row, is 3 for full tiles and 1 or 2 for the last columns of C,
+// so that a partial tile pays only for the vectors it covers; masked loads and stores do the rest.
 #include "ops/cpu/gemm_microkernel.h"
 
 #if defined(__AVX512F__)
@@ -12,16 +13,53 @@ namespace ember::cpu::gemm_detail {
 #if defined(__AVX512F__)
 namespace {
 
-constexpr int64_t kPrefetchA = 16;  // k steps: 512 bytes, 8 lines, ~200 cycles of FMAs ahead
+constexpr int64_t kPrefetchA = 16;  // steps: 512 bytes, 8 lines, ~200 cycles of FMAs ahead
 
 __mmask16 column_mask(int n, int v) {
   const int left = n - 16 * v;
   return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
 }
 
-template <int NV>
-void tile_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                 const TileUpdate& update) {
+// One K step of the f32 tile: acc[i][v] += a[i] * b[16 v .. 16 v + 15].
+struct F32Step {
+  using Packed = float;
+  template <int NV>
+  static void step(const float* a, const float* b, __m512 (&acc)[kMR][NV]) {
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);  // panels are 64-byte aligned
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+};
+
+#if defined(__AVX512BF16__)
+// One step of the bf16 tile, two values of K: each lane of acc[i][v] gains a's pair for row i
+// times the pair of B in that lane's column (Note [bf16 packed panels]).
+struct Bf16Step {
+  using Packed = Bf16Pair;
+  template <int NV>
+  static void step(const Bf16Pair* a, const Bf16Pair* b, __m512 (&acc)[kMR][NV]) {
+    __m512bh bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(a[i]));
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+};
+#endif
+
+template <class Step, int NV>
+void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, float* c,
+                 int64_t ldc, int m, int n, const TileUpdate& update) {
   // C is read or written only after the K loop: start bringing its rows in now.
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
@@ -36,18 +74,10 @@ void tile_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
 
-  for (int64_t k = 0; k < kc; ++k) {
+  for (int64_t k = 0; k < steps; ++k) {
     // The panel of A streams from L2 (the panel of B stays in L1): ask for it a few lines ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchA) * kMR), _MM_HINT_T0);
-    __m512 bv[NV];
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + k * kNR + 16 * v);  // panels are 64-byte aligned
-#pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[k * kMR + i]);
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
-    }
+    Step::template step<NV>(a + k * kMR, b + k * kNR, acc);
   }
 
   const __m512 alpha = _mm512_set1_ps(update.alpha), beta = _mm512_set1_ps(update.beta);
@@ -72,18 +102,25 @@ void tile_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t l
   if (update.act == Activation::sigmoid || update.act == Activation::tanh) activate_tile(update.act, c, ldc, m, n);
 }
 
-void avx512_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                   const TileUpdate& update) {
-  if (n > 32) tile_kernel<3>(kc, a, b, c, ldc, m, n, update);
-  else if (n > 16) tile_kernel<2>(kc, a, b, c, ldc, m, n, update);
-  else tile_kernel<1>(kc, a, b, c, ldc, m, n, update);
+template <class Step>
+void avx512_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, float* c,
+                   int64_t ldc, int m, int n, const TileUpdate& update) {
+  if (n > 32) tile_kernel<Step, 3>(steps, a, b, c, ldc, m, n, update);
+  else if (n > 16) tile_kernel<Step, 2>(steps, a, b, c, ldc, m, n, update);
+  else tile_kernel<Step, 1>(steps, a, b, c, ldc, m, n, update);
 }
 
 }  // namespace
 
-MicroKernel avx512_micro_kernel() { return avx512_kernel; }
+MicroKernel avx512_micro_kernel() { return avx512_kernel<F32Step>; }
 #else
 MicroKernel avx512_micro_kernel() { return nullptr; }
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+Bf16MicroKernel avx512_bf16_micro_kernel() { return avx512_kernel<Bf16Step>; }
+#else
+Bf16MicroKernel avx512_bf16_micro_kernel() { return nullptr; }
 #endif
 
 }  // namespace ember::cpu::gemm_detail

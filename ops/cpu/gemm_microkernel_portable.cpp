@@ -1,5 +1,7 @@
-// The portable micro-kernel (ops/cpu/gemm_microkernel.h): the same tile and packing as the
-// AVX-512 one, in loops GCC vectorises for the build's target.
+// The portable micro-kernels (ops/cpu/gemm_microkernel.h), f32 and bf16: the same tile and
+// packing as the AVX-512 ones, in loops GCC vectorises for the build's target.
+#include <bit>
+
 #include "ops/cpu/gemm_microkernel.h"
 
 namespace ember::cpu::gemm_detail {
@@ -13,16 +15,7 @@ void activate_tile(Activation act, float* c, int64_t ldc, int m, int n) {
   });
 }
 
-void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                           const TileUpdate& update) {
-  float acc[kMR][kNR] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * kNR;
-    for (int i = 0; i < kMR; ++i) {
-      const float ai = a[k * kMR + i];
-      for (int j = 0; j < kNR; ++j) acc[i][j] += ai * bk[j];
-    }
-  }
+void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
   for (int i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     for (int j = 0; j < n; ++j) {
@@ -34,6 +27,39 @@ void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c,
     }
   }
   activate_tile(update.act, c, ldc, m, n);
+}
+
+void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                           const TileUpdate& update) {
+  float acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kNR;
+    for (int i = 0; i < kMR; ++i) {
+      const float ai = a[k * kMR + i];
+      for (int j = 0; j < kNR; ++j) acc[i][j] += ai * bk[j];
+    }
+  }
+  store_tile(acc, c, ldc, m, n, update);
+}
+
+namespace {
+// The two bf16 of a pair as f32 (exact): K = 2p is the low half, K = 2p + 1 the high half.
+float even_half(Bf16Pair w) { return std::bit_cast<float>(w << 16); }
+float odd_half(Bf16Pair w) { return std::bit_cast<float>(w & 0xFFFF0000u); }
+}  // namespace
+
+void portable_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m,
+                                int n, const TileUpdate& update) {
+  float acc[kMR][kNR] = {};
+  for (int64_t p = 0; p < steps; ++p) {
+    const Bf16Pair* bp = b + p * kNR;
+    for (int i = 0; i < kMR; ++i) {
+      const float a0 = even_half(a[p * kMR + i]), a1 = odd_half(a[p * kMR + i]);
+      // Products of bf16 are exact in f32: only the sums round, as in vdpbf16ps.
+      for (int j = 0; j < kNR; ++j) acc[i][j] += a0 * even_half(bp[j]) + a1 * odd_half(bp[j]);
+    }
+  }
+  store_tile(acc, c, ldc, m, n, update);
 }
 
 }  // namespace ember::cpu::gemm_detail

@@ -1,4 +1,6 @@
-// ember's f32 GEMM in the BLIS/GotoBLAS structure, behind cpu::gemm<float> (ops/cpu/gemm.h):
+// ember's f32 GEMM in the BLIS/GotoBLAS structure, behind cpu::gemm<float> (ops/cpu/gemm.h), and
+// its bf16-input form behind cpu::gemm_bf16 (ops/cpu/gemm_bf16.h), the same loop nest
+// (ops/cpu/gemm_loop_nest.h) on bf16 panels:
 //   C (M, N) = act(alpha * op(A) op(B) + beta * C + bias), row-major, op() and bias as in cpu::gemm.
 // Loop nest, outermost first: column panels of C (pack that panel of op(B), all of K) | work
 // items, rows x columns of the panel, shared by the threads | KC of K (pack that MC x KC block
@@ -10,6 +12,7 @@
 
 #include <cstdint>
 
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_microkernel.h"
 
 namespace ember::cpu::gemm_detail {
@@ -33,5 +36,18 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                  float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
                  const float* column_bias = nullptr);
+
+// The bf16 GEMM's blocking: cache_blocking() with four times the K per panel and half the rows
+// per block of A (Note [bf16 GEMM blocking] in gemm_packed_bf16.cpp).
+const Blocking& bf16_cache_blocking();
+
+// The AVX512-BF16 kernel where the build has it, else the portable one.
+Bf16MicroKernel default_bf16_micro_kernel();
+
+// cpu::gemm_bf16 with an explicit kernel and blocking (blocking.kc is rounded up to even). K
+// must be positive.
+void gemm_packed_bf16(Bf16MicroKernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K,
+                      float alpha, const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc,
+                      Activation act, const float* row_bias = nullptr, const float* column_bias = nullptr);
 
 }  // namespace ember::cpu::gemm_detail

@@ -1,0 +1,160 @@
+// The loop nest of the packed GEMM (ops/cpu/gemm_packed.h), shared by its f32 and bf16 forms,
+// which differ only in how panels are packed and in the micro-kernel (private to ops/cpu/):
+//   C (M, N) = act(alpha * op(A) op(B) + beta * C + bias)
+// `Packing` supplies the packed element (`Packed`: float, or a Bf16Pair of two K values), the
+// micro-kernel type (`Kernel`), `steps(kc)`: packed elements per row for kc values of K (kc, or
+// kc / 2 rounded up), and pack_a / pack_bt: rows [r0, r0 + rows) x K [p0, p0 + kc) of op(A) or
+// of op(B)^T into micro-panels of kMR or kNR rows, dst[panel * steps * width + step * width + i],
+// rows past the end zero. Every K block but the last starts at a multiple of blocking.kc, which
+// must be a multiple of the values per step.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "core/allocator.h"
+#include "core/parallel.h"
+#include "ops/cpu/gemm_packed.h"
+
+namespace ember::cpu::gemm_detail {
+
+inline int64_t round_down(int64_t x, int64_t m) { return x / m * m; }
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// out[k * stride + i] = the 32-bit element k of row i for 8 rows i and k < kc, row i starting
+// at byte i * row_bytes of src; T any 32-bit type (float, or Bf16Pair: only bits move, and a row
+// of bf16 is a row of pairs). The packing of a row-major operand, where every packed k gathers
+// one element from each row. Note [Packing transpose]: done 8 x 8 at a time in AVX registers
+// where the build has them (scalar copies would make packing, not FMAs, the cost of the skinny
+// shapes, which use each element of A only N times).
+template <class T>
+void transpose_rows(const void* src, int64_t row_bytes, int64_t kc, T* out, int64_t stride) {
+  static_assert(sizeof(T) == 4);
+  const char* bytes = static_cast<const char*>(src);
+  int64_t k = 0;
+#if defined(__AVX2__)
+  // _mm256_loadu_ps and _mm256_storeu_ps may alias any type.
+  auto to = [&](int64_t offset) { return reinterpret_cast<float*>(out + offset); };
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(bytes + i * row_bytes + 4 * k));
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1 interleaved: k 0 1 | 4 5
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // k 2 3 | 6 7
+    }
+    for (int i = 0; i < 8; i += 4) {  // four rows per k: k 0 | 4, 1 | 5, 2 | 6, 3 | 7
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; ++j) {  // rows 0-3 from r[j], rows 4-7 from r[j + 4]
+      _mm256_storeu_ps(to((k + j) * stride), _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+      _mm256_storeu_ps(to((k + j + 4) * stride), _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    }
+  }
+#endif
+  for (; k < kc; ++k)
+    for (int i = 0; i < 8; ++i) std::memcpy(out + k * stride + i, bytes + i * row_bytes + 4 * k, 4);
+}
+
+// How one KC x NC step is cut into work items: row blocks of A x column groups of the packed B
+// panel (Note [GEMM threads]).
+struct Split {
+  int64_t rows;     // rows per block, a multiple of kMR, at most MC
+  int64_t columns;  // columns per group, a multiple of kNR
+  int64_t row_blocks, column_groups;
+};
+
+inline Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
+  const int64_t target = threads == 1 ? 1 : 3 * int64_t(threads);
+  int64_t row_blocks = (M + blocking.mc - 1) / blocking.mc;
+  row_blocks = std::max(row_blocks, std::min(target, (M + 63) / 64));  // blocks of >= 64 rows
+  const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kMR);
+  row_blocks = (M + rows - 1) / rows;
+  int64_t groups = std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kNR - 1) / (2 * kNR));
+  const int64_t columns = round_up((nc + groups - 1) / groups, kNR);
+  groups = (nc + columns - 1) / columns;
+  return {rows, columns, row_blocks, groups};
+}
+
+// Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
+// (all of K, in KC blocks; the kNR-wide micro-panels are independent; a panel under 64K values
+// is packed by the caller alone), then share the work items on the pool's dynamic chunks (Note
+// [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
+// columns and runs the whole K loop itself, packing its own blocks of A, so there is no
+// barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
+// barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
+// first (blocks of >= 64 rows) and then from the columns (groups of >= 96), so that the skinny
+// shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The panel holds all of K,
+// so its width is the KC x NC budget divided by K. Below 4M micro-kernel steps, M N steps(K)
+// (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either way), the pool is not
+// worth waking: two threads measured slower than one at 128^3 on this shared machine. Every
+// element of C is computed by the same FMAs in the same order whatever the item (the K
+// blocking is fixed), so results do not depend on the number of threads.
+// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
+// of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
+// system; thread-local buffers would outlive the allocator at exit.
+template <class Packing>
+void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
+                   int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
+                   const float* row_bias, const float* column_bias) {
+  using Packed = typename Packing::Packed;
+  const int threads = in_parallel_region() || M * N * Packing::steps(K) < (int64_t(1) << 22) ? 1 : num_threads();
+  Allocator& alloc = allocator_for(Device::cpu());
+  // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
+  const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kNR), int64_t(kNR), blocking.nc);
+  const int64_t kc_max = std::min(blocking.kc, K);
+  DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kNR)) * Packing::steps(K)) * sizeof(Packed));
+  Packed* b_pack = static_cast<Packed*>(b_buf.get());
+
+  for (int64_t jc = 0; jc < N; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, N - jc), nc_padded = round_up(nc, kNR);
+    // The K block starting at pc is the steps(kc) x nc_padded matrix at b_pack + steps(pc) * nc_padded.
+    const int64_t b_panels = nc_padded / kNR;
+    // A panel under 64K values is packed by the caller: waking the pool for it costs more.
+    const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
+    parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+                 [&](int64_t q0, int64_t q1) {
+                   for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+                     const int64_t kc = std::min(blocking.kc, K - pc);
+                     packing.pack_bt(jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, pc, kc,
+                                     b_pack + Packing::steps(pc) * nc_padded + q0 * kNR * Packing::steps(kc));
+                   }
+                 });
+    const Split split = split_work(M, blocking, nc, threads);
+    parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
+      DataPtr a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
+      Packed* a_pack = static_cast<Packed*>(a_buf.get());
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t block = w / split.column_groups, group = w % split.column_groups;
+        const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);
+        const int64_t j0 = group * split.columns, j1 = std::min(nc, j0 + split.columns);
+        for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+          const int64_t kc = std::min(blocking.kc, K - pc), steps = Packing::steps(kc);
+          packing.pack_a(ic, mc, pc, kc, a_pack);
+          // Earlier K blocks are accumulated by the later ones; only the last one activates.
+          const bool last = pc + kc == K;
+          TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
+          const Packed* b_block = b_pack + Packing::steps(pc) * nc_padded;
+          for (int64_t jr = j0; jr < j1; jr += kNR) {
+            const int n = int(std::min<int64_t>(kNR, j1 - jr));
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              const int m = int(std::min<int64_t>(kMR, mc - ir));
+              if (last && row_bias) update.row_bias = row_bias + ic + ir;
+              if (last && column_bias) update.column_bias = column_bias + jc + jr;
+              kernel(steps, a_pack + ir * steps, b_block + jr * steps, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+                     update);
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace ember::cpu::gemm_detail

@@ -1,0 +1,172 @@
+// The bf16 GEMM behind cpu::gemm_bf16 (ops/cpu/gemm_bf16.h): bf16 or f32 operands packed into
+// pairs of bf16 along K (Note [bf16 packed panels] in ops/cpu/gemm_microkernel.h), run by the
+// packed GEMM's loop nest (ops/cpu/gemm_loop_nest.h) with a bf16 micro-kernel.
+#include <bit>
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.h"
+#include "ops/cpu/gemm_loop_nest.h"
+#include "ops/cpu/gemm_packed.h"
+
+namespace ember::cpu::gemm_detail {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "a Bf16Pair's low half is the lower address");
+
+uint16_t bf16_bits(uint16_t x) { return x; }
+uint16_t bf16_bits(float x) { return float_to_bf16_bits(x); }
+Bf16Pair make_pair(uint16_t even, uint16_t odd) { return Bf16Pair(even) | Bf16Pair(odd) << 16; }
+
+constexpr int64_t kChunk = 64;  // steps per pass of the row-contiguous packing: 8 x 64 words, 2 KiB
+
+// out[s] = the pair (src[2s], src[2s + 1]) as bf16, s < ceil(count / 2), the last high half zero
+// when count is odd. bf16 rows are already pairs in memory (little-endian); f32 rows are rounded
+// into a row of halves first, in a loop that vectorises.
+template <class T>
+void row_to_pairs(const T* src, int64_t count, Bf16Pair* out) {
+  const int64_t full = count / 2;
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    std::memcpy(out, src, size_t(full) * sizeof(Bf16Pair));
+  } else {
+    uint16_t halves[2 * kChunk];
+    for (int64_t j = 0; j < 2 * full; ++j) halves[j] = bf16_bits(src[j]);
+    std::memcpy(out, halves, size_t(full) * sizeof(Bf16Pair));
+  }
+  if (count & 1) out[full] = make_pair(bf16_bits(src[count - 1]), 0);
+}
+
+// Packs rows [r0, r0 + rows) x K [p0, p0 + kc) of op(X), stored as T (uint16_t bf16 bits or
+// float), into bf16 micro-panels of `width` rows (kMR or kNR, multiples of 8): dst[panel * steps *
+// width + s * width + i] = the pair (K = p0 + 2s, p0 + 2s + 1) of row r0 + panel * width + i, rows
+// past the end zero. As in the f32 packing (gemm_packed.cpp), both orders read memory
+// sequentially. The width is a template argument so that a full panel's loops have fixed trip
+// counts (64^3 spent a fifth of its time packing).
+template <int width, class T>
+void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
+                Bf16Pair* dst) {
+  const int64_t steps = (kc + 1) / 2, panels = (rows + width - 1) / width;
+  if (trans) {  // rows k and k + 1 of the source hold this pair for every row of every panel
+    for (int64_t s = 0; s < steps; ++s) {
+      const T* even = data + (p0 + 2 * s) * ld + r0;
+      const T* odd = even + ld;
+      const bool has_odd = 2 * s + 1 < kc;
+      for (int64_t panel = 0; panel < panels; ++panel) {
+        const int live = int(std::min<int64_t>(width, rows - panel * width));
+        Bf16Pair* out = dst + panel * steps * width + s * width;
+        const int64_t base = panel * width;
+        if (has_odd && live == width)
+          for (int i = 0; i < width; ++i) out[i] = make_pair(bf16_bits(even[base + i]), bf16_bits(odd[base + i]));
+        else if (has_odd)
+          for (int i = 0; i < live; ++i) out[i] = make_pair(bf16_bits(even[base + i]), bf16_bits(odd[base + i]));
+        else
+          for (int i = 0; i < live; ++i) out[i] = make_pair(bf16_bits(even[base + i]), 0);
+        for (int i = live; i < width; ++i) out[i] = 0;
+      }
+    }
+  } else {  // each source row's K run is contiguous: 8 rows at a time become rows of pairs in L1
+            // (bf16 rows already are), then one 8 x 8 transpose of 32-bit words per 8 steps (Note
+            // [Packing transpose])
+    alignas(64) Bf16Pair words[8][kChunk];
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int live = int(std::min<int64_t>(width, rows - panel * width));
+      Bf16Pair* out = dst + panel * steps * width;
+      const T* src = data + (r0 + panel * width) * ld + p0;
+      // The same rows of the next panel, so that their lines arrive while these are converted.
+      if (panel + 1 < panels)
+        for (int i = 0; i < std::min<int64_t>(width, rows - (panel + 1) * width); ++i)
+          for (int64_t k = 0; k < kc; k += 64 / int64_t(sizeof(T))) __builtin_prefetch(src + (width + i) * ld + k);
+      for (int i = 0; i < width; i += 8) {
+        const int group = std::clamp(live - i, 0, 8);
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          if (group == 8) {  // bf16 rows are rows of pairs already: transposed straight from the source
+            const T* rows8 = src + i * ld;
+            transpose_rows(rows8, ld * 2, kc / 2, out + i, width);
+            if (kc & 1)
+              for (int r = 0; r < 8; ++r) out[(steps - 1) * width + i + r] = make_pair(rows8[r * ld + kc - 1], 0);
+            continue;
+          }
+        }
+        for (int64_t s0 = 0; s0 < steps; s0 += kChunk) {
+          const int64_t n = std::min(kChunk, steps - s0);
+          for (int r = 0; r < group; ++r)
+            row_to_pairs(src + (i + r) * ld + 2 * s0, std::min(2 * n, kc - 2 * s0), words[r]);
+          for (int r = group; r < 8; ++r) std::fill_n(words[r], n, Bf16Pair(0));
+          transpose_rows(&words[0][0], kChunk * 4, n, out + s0 * width + i, width);
+        }
+      }
+    }
+  }
+}
+
+// The bf16 form of the loop nest's Packing (ops/cpu/gemm_loop_nest.h): two K values per element.
+struct Bf16Packing {
+  using Packed = Bf16Pair;
+  using Kernel = Bf16MicroKernel;
+  GemmOperand a;   // op(A): (M, K), trans as given
+  GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
+  static int64_t steps(int64_t kc) { return (kc + 1) / 2; }
+  template <int width>
+  static void pack(const GemmOperand& x, int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) {
+    if (x.bf16) pack_pairs<width>(x.bf16, x.ld, x.trans, r0, rows, p0, kc, dst);
+    else pack_pairs<width>(x.f32, x.ld, x.trans, r0, rows, p0, kc, dst);
+  }
+  void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
+    pack<kMR>(a, r0, rows, p0, kc, dst);
+  }
+  void pack_bt(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
+    pack<kNR>(bt, r0, rows, p0, kc, dst);
+  }
+};
+
+}  // namespace
+
+// Note [bf16 GEMM blocking]: Note [GEMM blocking] sizes the panels in bytes (B's micro-panel in
+// L1, A's block in half of L2, B's panel in a quarter of L3); a bf16 value takes half the bytes
+// of an f32. Twice the f32 KC would keep every panel at the f32 one's size, but a bf16 step
+// does twice the multiply-adds per byte of B, so B's micro-panel can stream from L2 at half the
+// f32 kernel's bandwidth per FLOP, and each tile of C is loaded and stored per longer run of K:
+// four times the f32 KC (1024 here; B's micro-panel 96 KiB, twice L1) measured faster than
+// twice: 1024^3 4-8%, 2048^3 1-7%, 64x196x576 4-6% (thread CPU time, one thread, 5 runs). MC is
+// halved so that A's block still takes half of L2; NC is unchanged (its cap of 4080 columns is
+// what binds on this machine). EMBER_GEMM_KC / _MC / _NC tune both GEMMs alike.
+const Blocking& bf16_cache_blocking() {
+  static const Blocking blocking = [] {
+    Blocking b = cache_blocking();
+    b.kc *= 4;
+    b.mc = round_up(std::max<int64_t>(b.mc / 2, kMR), kMR);
+    return b;
+  }();
+  return blocking;
+}
+
+Bf16MicroKernel default_bf16_micro_kernel() {
+  const Bf16MicroKernel fast = avx512_bf16_micro_kernel();
+  return fast ? fast : portable_bf16_micro_kernel;
+}
+
+void gemm_packed_bf16(Bf16MicroKernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K,
+                      float alpha, const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc,
+                      Activation act, const float* row_bias, const float* column_bias) {
+  Blocking even = blocking;  // a K block other than the last must hold whole pairs
+  even.kc = round_up(even.kc, 2);
+  const Bf16Packing packing{A, {B.bf16, B.f32, B.ld, !B.trans}};
+  run_loop_nest(packing, kernel, even, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+}
+
+}  // namespace ember::cpu::gemm_detail
+
+namespace ember::cpu {
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
+               float* C, int64_t ldc, Activation act, GemmBias<float> bias) {
+  if (M == 0 || N == 0) return;
+  // C = act(beta C + bias), which cpu::gemm<float> does for K == 0 without reading A or B.
+  if (K == 0) return gemm<float>(false, false, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc, act, bias);
+  EMBER_CHECK((A.bf16 == nullptr) != (A.f32 == nullptr), "gemm_bf16: A needs exactly one of bf16 and f32 data");
+  EMBER_CHECK((B.bf16 == nullptr) != (B.f32 == nullptr), "gemm_bf16: B needs exactly one of bf16 and f32 data");
+  gemm_detail::gemm_packed_bf16(gemm_detail::default_bf16_micro_kernel(), gemm_detail::bf16_cache_blocking(), M, N, K,
+                                alpha, A, B, beta, C, ldc, act, bias.rows, bias.columns);
+}
+
+}  // namespace ember::cpu
