@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device_buffer.h"
+#include "element_bits.h"
 #include "mma_kernels.h"
 #include "sim_execution.h"
 #include "support/test_support.h"
@@ -29,17 +30,7 @@ struct Problem {
   float c[16][8] = {};
 };
 
-// The element's value, decoded with nothing but ldexp (not the simulator's converters).
-double decode(MmaElement e, uint16_t bits) {
-  const int sign = bits >> 15;
-  const int exp_bits = e == MmaElement::bf16 ? 8 : 5, man_bits = 15 - exp_bits, bias = (1 << (exp_bits - 1)) - 1;
-  const int exp = (bits >> man_bits) & ((1 << exp_bits) - 1), man = bits & ((1 << man_bits) - 1);
-  double v = 0.0;
-  if (exp == (1 << exp_bits) - 1) v = man ? std::nan("") : INFINITY;
-  else if (exp == 0) v = std::ldexp(double(man), 1 - bias - man_bits);
-  else v = std::ldexp(double(man + (1 << man_bits)), exp - bias - man_bits);
-  return sign ? -v : v;
-}
+double decode(MmaElement e, uint16_t bits) { return ember::testing::decode_element(e == MmaElement::bf16, bits); }
 
 uint16_t encode_exact(MmaElement e, double v) {  // for values the tests know to be exact
   static const auto table = [] {
@@ -132,19 +123,12 @@ void check_model(MmaElement e, const Problem& p, const std::vector<std::vector<f
     }
 }
 
-// Finite random elements with exponents in [-e_range, e_range] around 1, random signs and mantissas.
-uint16_t random_element(MmaElement e, std::mt19937& gen, int e_range) {
-  const int man_bits = e == MmaElement::bf16 ? 7 : 10, bias = e == MmaElement::bf16 ? 127 : 15;
-  const int exp = bias + int(gen() % uint32_t(2 * e_range + 1)) - e_range;
-  return uint16_t(((gen() & 1u) << 15) | (uint32_t(exp) << man_bits) | (gen() & ((1u << man_bits) - 1)));
-}
-
 Problem random_problem(MmaElement e, uint32_t seed) {
   std::mt19937 gen(seed);
   Problem p;
   const int range = e == MmaElement::bf16 ? 12 : 6;
-  for (auto& row : p.a) for (auto& x : row) x = random_element(e, gen, range);
-  for (auto& row : p.b) for (auto& x : row) x = random_element(e, gen, range);
+  for (auto& row : p.a) for (auto& x : row) x = ember::testing::random_element(e == MmaElement::bf16, gen, range);
+  for (auto& row : p.b) for (auto& x : row) x = ember::testing::random_element(e == MmaElement::bf16, gen, range);
   std::normal_distribution<float> normal(0.0f, 4.0f);
   for (auto& row : p.c) for (auto& x : row) x = normal(gen);
   return p;
