@@ -7,7 +7,8 @@
 //   source locations (a barrier inside a divergent branch);
 // - a warp operation whose mask names a lane that does not exist, has exited, waits at
 //   __syncthreads, or waits in a different warp operation; a shuffle reading a lane outside
-//   the mask; lanes of one warp operation disagreeing on the operation or the width.
+//   the mask; lanes of one warp operation disagreeing on the operation or the width (or, for an
+//   mma, which must be one instruction for the whole warp, on the source line).
 // The waiting threads are then woken and unwound (an internal Abort exception), every thread
 // finishes the block, and launch() throws the first error.
 //
