@@ -80,9 +80,16 @@ __device__ __forceinline__ void stage(const PanelSource& src, int k0, Panel& pan
   }
 }
 
-// Two consecutive 16-bit elements of a panel row as one fragment register (4-byte aligned:
-// kk is even and rows are 80 bytes).
-__device__ __forceinline__ uint32_t pair_at(const uint16_t* p) { return pack_pair(p[0], p[1]); }
+// Two consecutive 16-bit elements of a panel row as one fragment register, p[0] in the low half
+// (pack_pair's order on a little-endian machine): one 32-bit shared load on a GPU, as p is 4-byte
+// aligned (kk is even and rows are 80 bytes).
+__device__ __forceinline__ uint32_t pair_at(const uint16_t* p) {
+#if defined(EMBER_CUDA_REAL)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  return pack_pair(p[0], p[1]);
+#endif
+}
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
