@@ -1,17 +1,20 @@
 #include "apps/bench/bench_matmul.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "apps/bench/timing.h"
 #include "ember.h"
 
 #if defined(EMBER_CUDA_REAL) || defined(EMBER_CUDA_SIM)
+#include "ops/cuda/gemm_tensor_core.h"
 #include "ops/cuda/matmul.h"
 #include "cuda/runtime.h"
 #include "ops/cpu/gemm.h"
@@ -25,50 +28,76 @@ namespace ember::bench {
 #if defined(EMBER_CUDA_REAL) || defined(EMBER_CUDA_SIM)
 namespace {
 
-// An (n, n) f32 matrix in device memory, with the host copy it was made from.
+// float -> bfloat16 bits, round to nearest even (the values here are finite).
+uint16_t to_bf16_bits(float v) {
+  const uint32_t u = std::bit_cast<uint32_t>(v);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// An (n, n) matrix in device memory, T = float or uint16_t (bf16 bits), with the host values it
+// was made from (as floats, after rounding to T).
+template <class T>
 class DeviceSquare {
  public:
   DeviceSquare(int64_t n, uint32_t seed) : n_(n), host_(size_t(n * n)) {
+    std::vector<T> stored(host_.size());
     uint32_t state = seed;
-    for (float& v : host_) {  // values in [-1, 1)
+    for (size_t i = 0; i < host_.size(); ++i) {  // values in [-1, 1)
       state = state * 1664525u + 1013904223u;
-      v = float(int32_t(state >> 8) % 1000) / 1000.0f;
+      const float v = float(int32_t(state >> 8) % 1000) / 1000.0f;
+      if constexpr (std::is_same_v<T, float>) {
+        stored[i] = host_[i] = v;
+      } else {
+        stored[i] = to_bf16_bits(v);
+        host_[i] = std::bit_cast<float>(uint32_t(stored[i]) << 16);
+      }
     }
-    device_ = static_cast<float*>(cuda::malloc_device(bytes()));
-    cuda::memcpy(device_, host_.data(), bytes(), cuda::CopyKind::host_to_device);
+    device_ = static_cast<T*>(cuda::malloc_device(bytes()));
+    cuda::memcpy(device_, stored.data(), bytes(), cuda::CopyKind::host_to_device);
   }
   DeviceSquare(const DeviceSquare&) = delete;
   DeviceSquare& operator=(const DeviceSquare&) = delete;
   ~DeviceSquare() { cuda::free_device(device_); }
 
-  float* get() const { return device_; }
+  T* get() const { return device_; }
   const std::vector<float>& host() const { return host_; }
-  std::vector<float> download() const {
+  std::vector<float> download() const requires std::is_same_v<T, float> {
     std::vector<float> out(host_.size());
     cuda::memcpy(out.data(), device_, bytes(), cuda::CopyKind::device_to_host);
     return out;
   }
-  cuda::GemmOperand<float> operand() const { return {device_, n_, false, 0}; }
+  cuda::GemmOperand<T> operand() const { return {device_, n_, false, 0}; }
 
  private:
-  size_t bytes() const { return host_.size() * sizeof(float); }
+  size_t bytes() const { return host_.size() * sizeof(T); }
   int64_t n_;
   std::vector<float> host_;
-  float* device_ = nullptr;
+  T* device_ = nullptr;
 };
 
+// A kernel computing c (f32) = a @ b with a and b of type T (f32, or bf16 bits).
+template <class T>
 struct Candidate {
   std::string name;
-  std::function<void(int64_t n, const DeviceSquare& a, const DeviceSquare& b, DeviceSquare& c)> run;
+  std::function<void(int64_t n, const DeviceSquare<T>& a, const DeviceSquare<T>& b, DeviceSquare<float>& c)> run;
 };
 
-std::vector<Candidate> ember_kernels() {
-  return {{"matmul_tiled", [](int64_t n, const DeviceSquare& a, const DeviceSquare& b, DeviceSquare& c) {
+std::vector<Candidate<float>> ember_kernels() {
+  return {{"matmul_tiled", [](int64_t n, const DeviceSquare<float>& a, const DeviceSquare<float>& b,
+                              DeviceSquare<float>& c) {
              cuda::matmul_tiled<float>({1, n, n, n}, a.operand(), b.operand(), c.get());
            }},
-          {"sgemm_blocked", [](int64_t n, const DeviceSquare& a, const DeviceSquare& b, DeviceSquare& c) {
+          {"sgemm_blocked", [](int64_t n, const DeviceSquare<float>& a, const DeviceSquare<float>& b,
+                               DeviceSquare<float>& c) {
              cuda::sgemm_blocked({1, n, n, n}, a.operand(), b.operand(), c.get());
            }}};
+}
+
+std::vector<Candidate<uint16_t>> ember_bf16_kernels() {
+  return {{"tensor_core", [](int64_t n, const DeviceSquare<uint16_t>& a, const DeviceSquare<uint16_t>& b,
+                             DeviceSquare<float>& c) {
+    cuda::gemm_tensor_core(DType::bf16, {1, n, n, n}, a.operand(), b.operand(), c.get());
+  }}};
 }
 
 float max_abs_difference(const std::vector<float>& x, const std::vector<float>& y) {
@@ -85,18 +114,22 @@ int sim_smoke(std::ostream& out) {
   Table table({"size", "kernel", "max |error|", "result"}, {6, 14, 12, 6});
   out << table.header() << "\n";
   int status = 0;
-  for (int64_t n : {16, 33, 130}) {
-    const DeviceSquare a(n, 1), b(n, 2);
-    std::vector<float> expected(size_t(n * n));
+  const auto check = [&]<class T>(const std::vector<Candidate<T>>& kernels, int64_t n) {
+    const DeviceSquare<T> a(n, 1), b(n, 2);
+    std::vector<float> expected(size_t(n * n));  // on the inputs as rounded to T
     cpu::gemm<float>(false, false, n, n, n, 1.0f, a.host().data(), n, b.host().data(), n, 0.0f, expected.data(), n);
-    for (const Candidate& k : ember_kernels()) {
-      DeviceSquare c(n, 3);
+    for (const Candidate<T>& k : kernels) {
+      DeviceSquare<float> c(n, 3);
       k.run(n, a, b, c);
       const float error = max_abs_difference(c.download(), expected);
       const bool ok = error <= 1e-3f;  // f32 sums of <= 130 products of values in [-1, 1)
       if (!ok) status = 1;
       out << table.row({std::to_string(n), k.name, fixed(error, 7), ok ? "ok" : "FAIL"}) << "\n";
     }
+  };
+  for (int64_t n : {16, 33, 130}) {
+    check(ember_kernels(), n);
+    check(ember_bf16_kernels(), n);
   }
   return status;
 }
@@ -130,14 +163,48 @@ void check_cublas(cublasStatus_t status, const char* call) {
 }
 
 // cuBLAS is column-major: row-major c = a b is column-major c^T = b^T a^T, i.e. sgemm(b, a).
-Candidate cublas_candidate(cublasHandle_t handle) {
-  return {"cuBLAS", [handle](int64_t n, const DeviceSquare& a, const DeviceSquare& b, DeviceSquare& c) {
+Candidate<float> cublas_candidate(cublasHandle_t handle) {
+  return {"cuBLAS", [handle](int64_t n, const DeviceSquare<float>& a, const DeviceSquare<float>& b,
+                             DeviceSquare<float>& c) {
             const float one = 1.0f, zero = 0.0f;
             const int ni = int(n);
             check_cublas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.get(), ni, a.get(), ni,
                                      &zero, c.get(), ni),
                          "cublasSgemm");
           }};
+}
+
+// The bf16 reference: cublasGemmEx with bf16 inputs, f32 output and f32 compute (tensor cores).
+Candidate<uint16_t> cublas_bf16_candidate(cublasHandle_t handle) {
+  return {"cuBLAS bf16", [handle](int64_t n, const DeviceSquare<uint16_t>& a, const DeviceSquare<uint16_t>& b,
+                                  DeviceSquare<float>& c) {
+            const float one = 1.0f, zero = 0.0f;
+            const int ni = int(n);
+            check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.get(), CUDA_R_16BF, ni,
+                                      a.get(), CUDA_R_16BF, ni, &zero, c.get(), CUDA_R_32F, ni, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT),
+                         "cublasGemmEx");
+          }};
+}
+
+// One table block per size: the reference's row, then each kernel's, all measured in this run.
+template <class T>
+void time_rows(std::ostream& out, const Table& table, int64_t n, const Candidate<T>& reference_kernel,
+               const std::vector<Candidate<T>>& kernels) {
+  const DeviceSquare<T> a(n, 1), b(n, 2);
+  DeviceSquare<float> reference(n, 3), c(n, 4);
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  const double reference_ms = device_median_ms([&] { reference_kernel.run(n, a, b, reference); });
+  const std::vector<float> expected = reference.download();
+  out << table.row({std::to_string(n), reference_kernel.name, fixed(reference_ms, 3),
+                    fixed(flops / (reference_ms * 1e6), 0), "100.0%", "-"})
+      << "\n";
+  for (const Candidate<T>& k : kernels) {
+    const double ms = device_median_ms([&] { k.run(n, a, b, c); });
+    out << table.row({std::to_string(n), k.name, fixed(ms, 3), fixed(flops / (ms * 1e6), 0),
+                      fixed(100.0 * reference_ms / ms, 1) + "%", fixed(max_abs_difference(c.download(), expected), 5)})
+        << "\n";
+  }
 }
 
 int gpu_table(std::ostream& out) {
@@ -147,25 +214,14 @@ int gpu_table(std::ostream& out) {
   cublasHandle_t handle = nullptr;
   check_cublas(cublasCreate(&handle), "cublasCreate");
   check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  const Candidate cublas = cublas_candidate(handle);
   Table table({"size", "kernel", "ms", "GFLOP/s", "% of cuBLAS", "max |c - cuBLAS|"}, {6, 14, 9, 10, 11, 16});
   out << table.header() << "\n";
-  for (int64_t n : {512, 1024, 2048, 4096}) {
-    const DeviceSquare a(n, 1), b(n, 2);
-    DeviceSquare reference(n, 3), c(n, 4);
-    const double flops = 2.0 * double(n) * double(n) * double(n);
-    const double cublas_ms = device_median_ms([&] { cublas.run(n, a, b, reference); });
-    const std::vector<float> expected = reference.download();
-    out << table.row({std::to_string(n), cublas.name, fixed(cublas_ms, 3), fixed(flops / (cublas_ms * 1e6), 0),
-                      "100.0%", "-"})
-        << "\n";
-    for (const Candidate& k : ember_kernels()) {
-      const double ms = device_median_ms([&] { k.run(n, a, b, c); });
-      out << table.row({std::to_string(n), k.name, fixed(ms, 3), fixed(flops / (ms * 1e6), 0),
-                        fixed(100.0 * cublas_ms / ms, 1) + "%", fixed(max_abs_difference(c.download(), expected), 5)})
-          << "\n";
-    }
-  }
+  for (int64_t n : {512, 1024, 2048, 4096}) time_rows(out, table, n, cublas_candidate(handle), ember_kernels());
+  out << "\nbf16 a and b, f32 c (f32 accumulation): ember's tensor-core GEMM against cublasGemmEx (bf16 in, "
+         "CUBLAS_COMPUTE_32F)\n\n"
+      << table.header() << "\n";
+  for (int64_t n : {512, 1024, 2048, 4096})
+    time_rows(out, table, n, cublas_bf16_candidate(handle), ember_bf16_kernels());
   cublasDestroy(handle);
   return 0;
 }

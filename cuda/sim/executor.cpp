@@ -7,7 +7,8 @@
 //   source locations (a barrier inside a divergent branch);
 // - a warp operation whose mask names a lane that does not exist, has exited, waits at
 //   __syncthreads, or waits in a different warp operation; a shuffle reading a lane outside
-//   the mask; lanes of one warp operation disagreeing on the operation or the width.
+//   the mask; lanes of one warp operation disagreeing on the operation or the width (or, for an
+//   mma, which must be one instruction for the whole warp, on the source line).
 // The waiting threads are then woken and unwound (an internal Abort exception), every thread
 // finishes the block, and launch() throws the first error.
 //
@@ -86,6 +87,7 @@ const char* op_name(WarpOp op) {
     case WarpOp::shfl_up: return "__shfl_up_sync";
     case WarpOp::shfl_down: return "__shfl_down_sync";
     case WarpOp::shfl_xor: return "__shfl_xor_sync";
+    case WarpOp::mma: return "mma.sync.m16n8k16";
   }
   return "?";
 }
@@ -174,7 +176,8 @@ std::optional<std::string> compute_results(Collective& c, unsigned warp) {
     const int w = c.width, a = c.arg[l], base = int(l) & ~(w - 1), in_segment = int(l) & (w - 1);
     int src = int(l);
     switch (c.op) {
-      case WarpOp::sync: c.result[l] = 0; continue;
+      case WarpOp::sync:
+      case WarpOp::mma: c.result[l] = 0; continue;  // mma: the lanes read the deposited words
       case WarpOp::ballot: c.result[l] = ballot; continue;
       case WarpOp::shfl_idx: src = base + ((a % w) + w) % w; break;
       case WarpOp::shfl_up: src = in_segment - a < 0 ? int(l) : int(l) - a; break;
@@ -226,8 +229,17 @@ unsigned warp_lanes() {
   return c.launch->block.warps[c.warp].existing;  // set before the block runs, then constant
 }
 
-uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
-                         const std::source_location& where) {
+namespace {
+// A lane's deposit into a warp operation, and where it wants the other lanes' words (exchange).
+struct Deposit {
+  uint64_t value = 0;
+  int arg = 0;
+  const uint32_t* words = nullptr;
+  int nwords = 0;
+  uint32_t* gathered = nullptr;
+};
+
+uint64_t join_collective(WarpOp op, unsigned mask, const Deposit& in, int width, const std::source_location& where) {
   ThreadContext& c = context(op_name(op));
   Launch& l = *c.launch;
   if (!(mask & bit(c.lane)))
@@ -242,7 +254,10 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   Collective* col = nullptr;
   for (Collective& k : ws.collectives) {
     if (err || !k.active || k.done || !(k.mask & mask)) continue;
-    if (k.mask != mask || k.op != op || k.width != width)
+    // mma.sync.aligned: every lane executes the same instruction, so the same source line too.
+    const bool other_mma = op == WarpOp::mma && (k.where.line() != where.line() ||
+                                                 std::string_view(k.where.file_name()) != where.file_name());
+    if (k.mask != mask || k.op != op || k.width != width || other_mma)
       err = detail::concat("divergent warp operations in warp ", c.warp, ": lane ", c.lane, " calls ", op_name(op),
                            " with mask ", hex(mask), " at ", where_str(where), " while lanes ", hex(k.arrived),
                            " wait in ", op_name(k.op), " with mask ", hex(k.mask), " at ", where_str(k.where));
@@ -251,13 +266,18 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   if (!err && !col) {
     for (Collective& k : ws.collectives)
       if (!k.active) { col = &k; break; }
-    if (!col) err = detail::concat(op_name(op), " at ", where_str(where), ": more than ", kMaxCollectives,
-                                   " warp operations with disjoint masks in flight in one warp");
-    else *col = Collective{true, false, op, mask, 0, 0, width, where, {}, {}, {}};
+    if (!col) {
+      err = detail::concat(op_name(op), " at ", where_str(where), ": more than ", kMaxCollectives,
+                           " warp operations with disjoint masks in flight in one warp");
+    } else {  // field by field: the per-lane arrays are written before they are read
+      col->active = true, col->done = false, col->op = op, col->mask = mask;
+      col->arrived = col->unread = 0, col->width = width, col->where = where;
+    }
   }
   if (!err) {
-    col->value[c.lane] = value;
-    col->arg[c.lane] = arg;
+    col->value[c.lane] = in.value;
+    col->arg[c.lane] = in.arg;
+    std::copy_n(in.words, in.nwords, col->words[c.lane].begin());
     col->arrived |= bit(c.lane);
     if (col->arrived == col->mask) {
       err = compute_results(*col, c.warp);
@@ -274,9 +294,25 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   }
   if (!col->done) throw Abort{};
   const uint64_t result = col->result[c.lane];
+  for (unsigned lane = 0; in.gathered && lane < kWarpSize; ++lane)
+    for (int i = 0; i < in.nwords; ++i) in.gathered[lane * unsigned(in.nwords) + unsigned(i)] =
+        (mask & bit(lane)) ? col->words[lane][size_t(i)] : 0u;
   col->unread &= ~bit(c.lane);
   if (!col->unread) col->active = false;
   return result;
+}
+}  // namespace
+
+uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
+                         const std::source_location& where) {
+  return join_collective(op, mask, Deposit{value, arg}, width, where);
+}
+
+void warp_exchange(WarpOp op, unsigned mask, const uint32_t* words, int nwords, uint32_t* gathered,
+                   const std::source_location& where) {
+  EMBER_CHECK(nwords >= 0 && nwords <= kMaxExchangeWords, "warp_exchange: expected at most ", kMaxExchangeWords,
+              " words per lane, got ", nwords);
+  join_collective(op, mask, Deposit{0, nwords, words, nwords, gathered}, kWarpSize, where);
 }
 
 void syncthreads(const std::source_location& where) {

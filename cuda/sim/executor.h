@@ -64,7 +64,7 @@ void set_max_dynamic_shared_bytes(const void* kernel, size_t bytes);
 size_t max_dynamic_shared_bytes(const void* kernel);
 
 // ---- called from kernel code (through builtins in sync.h) -----------------------------------
-enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_xor };
+enum class WarpOp : uint8_t { sync, ballot, shfl_idx, shfl_up, shfl_down, shfl_xor, mma };
 
 void* dynamic_shared_memory();
 // The calling CUDA thread's linear index in its block, warp and lane; nullopt outside kernel
@@ -88,5 +88,13 @@ unsigned warp_lanes();
 // result (the shuffled value's bits, or the ballot).
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
                          const std::source_location& where);
+// One lane's part of a warp-wide exchange among the lanes of `mask` (the simulated mma.sync of
+// cuda/mma.h): deposits `nwords` 32-bit words (at most kMaxExchangeWords), waits like a shuffle
+// until every lane of the mask has, then copies lane l's words to gathered[l * nwords + i] for
+// every lane l (zeros for lanes outside the mask). The same checks as a shuffle's: a lane that
+// does not exist, has exited, waits at __syncthreads or in another warp operation fails it.
+constexpr int kMaxExchangeWords = 8;
+void warp_exchange(WarpOp op, unsigned mask, const uint32_t* words, int nwords, uint32_t* gathered,
+                   const std::source_location& where);
 
 }  // namespace ember::sim

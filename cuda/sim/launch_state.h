@@ -36,6 +36,7 @@ struct Collective {
   std::source_location where;
   std::array<uint64_t, kWarpSize> value{}, result{};
   std::array<int, kWarpSize> arg{};
+  std::array<std::array<uint32_t, kMaxExchangeWords>, kWarpSize> words{};  // warp_exchange's deposits
 };
 
 struct WarpState {

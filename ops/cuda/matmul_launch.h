@@ -24,9 +24,10 @@ inline void check_gemm_shape(const char* launcher, const GemmShape& s, int64_t t
 }
 
 // Calls launch(items, a, b, c) for consecutive slices of at most kMaxGridZ batch items, with the
-// pointers moved to each slice's first item. Nothing to do when c is empty.
-template <class T, class Launch>
-void for_each_batch_slice(const GemmShape& s, GemmOperand<T> a, GemmOperand<T> b, T* c, Launch&& launch) {
+// pointers moved to each slice's first item. Nothing to do when c is empty. c's element type may
+// differ from the operands' (f32 c for bf16 a and b: gemm_tensor_core.cu).
+template <class T, class TC, class Launch>
+void for_each_batch_slice(const GemmShape& s, GemmOperand<T> a, GemmOperand<T> b, TC* c, Launch&& launch) {
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   for (int64_t first = 0; first < s.batch; first += kMaxGridZ) {
     const int64_t items = std::min(kMaxGridZ, s.batch - first);
