@@ -77,7 +77,7 @@ TEST_CASE("cuda: integer unary and binary ops equal the CPU's exactly") {
   REQUIRE_THROWS_WITH(binary_kernel(kCuda, BinaryOp::gelu_backward, zeros({3}, {.dtype = DType::i64, .device = kCuda}),
                                     zeros({3}, {.dtype = DType::i64, .device = kCuda}),
                                     zeros({3}, {.dtype = DType::i64, .device = kCuda})),
-                      Contains("binary: this op needs a floating dtype (f32 or f64) on cuda, got i64"));
+                      Contains("binary: this op needs a floating dtype (f32, f64, bf16 or f16) on cuda, got i64"));
 }
 
 TEST_CASE("cuda: binary ops broadcast over non-contiguous operands") {
