@@ -291,6 +291,9 @@ void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd.add_option("--warmup", o.warmup, "untimed training steps (default 2)")->check(CLI::Range(0, 1000));
   cmd.add_option("--iters", o.iters, "timed training steps (default 5)")->check(CLI::Range(1, 100000));
+  cmd.add_option("--precision", o.precisions, "training rows: fp32, bf16, fp16 (autocast forward; default fp32,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd.add_option("--max-infer-batch", o.max_infer_batch, "inference batches 1, 2, 4, ... up to this (default 256)")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd.add_option("--infer-iters", o.infer_iters, "timed inference calls per batch (default 10)")

@@ -25,12 +25,24 @@ Tensor autocast_low(const Tensor& x) {
 
 Tensor float_op_result(const Tensor& y, DType dtype) { return g_autocast ? y : narrowed(y, dtype); }
 
-bool autocast_promote(Tensor& a, Tensor& b) {
-  if (!g_autocast || a.dtype() == b.dtype()) return false;
-  if (is_reduced_float(a.dtype()) && b.dtype() == DType::f32) a = a.to(DType::f32);
-  else if (is_reduced_float(b.dtype()) && a.dtype() == DType::f32) b = b.to(DType::f32);
-  else return false;
+namespace {
+
+bool promote(std::initializer_list<Tensor*> operands) {
+  if (!g_autocast) return false;
+  bool any_f32 = false, any_low = false;
+  for (const Tensor* t : operands) {
+    any_f32 |= t->dtype() == DType::f32;
+    any_low |= is_reduced_float(t->dtype());
+  }
+  if (!any_f32 || !any_low) return false;
+  for (Tensor* t : operands)
+    if (is_reduced_float(t->dtype())) *t = t->to(DType::f32);
   return true;
 }
+
+}  // namespace
+
+bool autocast_promote(Tensor& a, Tensor& b) { return promote({&a, &b}); }
+bool autocast_promote(Tensor& a, Tensor& b, Tensor& c) { return promote({&a, &b, &c}); }
 
 }  // namespace ember

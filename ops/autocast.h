@@ -16,8 +16,9 @@
 //  - f32 ops (softmax, log_softmax, batch_norm, cross_entropy, nll_loss, the metric losses,
 //    logsumexp, var, stddev, norm) widen 16-bit inputs and return f32: their sums over many
 //    terms, and the loss the optimizer sees, keep f32's precision.
-//  - Binary arithmetic (add, sub, mul, div) of a 16-bit and an f32 tensor promotes to f32,
-//    PyTorch's type promotion; without autocast mixing dtypes stays an error.
+//  - Binary arithmetic (add, sub, mul, div) and the fused scale_add_relu of 16-bit and f32
+//    tensors promote to f32, PyTorch's type promotion; without autocast mixing dtypes stays an
+//    error.
 // The backward pass runs after the guard ends and follows the dtypes the forward recorded.
 // Parameters and optimizer state are never converted: they stay f32 (master weights).
 #pragma once
@@ -50,8 +51,9 @@ Tensor autocast_low(const Tensor& x);
 // an op whose input had `dtype`: y itself under autocast, else y rounded back to `dtype`.
 Tensor float_op_result(const Tensor& y, DType dtype);
 
-// For binary arithmetic: under autocast, a 16-bit operand beside an f32 one is widened to f32.
-// Returns whether it changed a or b.
+// For binary arithmetic and fused elementwise ops: under autocast, when 16-bit operands meet f32
+// ones, the 16-bit ones are widened to f32. Returns whether it changed any.
 bool autocast_promote(Tensor& a, Tensor& b);
+bool autocast_promote(Tensor& a, Tensor& b, Tensor& c);
 
 }  // namespace ember

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/graph.h"
+#include "ops/autocast.h"
 #include "ops/reduced_precision.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
@@ -54,6 +55,8 @@ void check_operands(const char* op, const Tensor& x, const Tensor& scale, std::i
 }  // namespace
 
 Tensor scale_add_relu(const Tensor& x, const Tensor& scale, const Tensor& residual) {
+  if (Tensor px = x, ps = scale, pr = residual; autocast_promote(px, ps, pr))  // Note [Autocast policy]
+    return scale_add_relu(px, ps, pr);
   if (is_reduced_float(x.dtype())) return narrowed(scale_add_relu(widened(x), widened(scale), widened(residual)), x.dtype());
   check_operands("scale_add_relu", x, scale, {{"residual", residual}});
   const Tensor xc = x.contiguous(), sc = scale.contiguous();

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "apps/bench/peer_script.h"
+#include "ops/autocast.h"
 #include "apps/bench/timing.h"
 #include "ember.h"
 
@@ -56,14 +57,18 @@ Tensor synthetic_images(int64_t batch, int64_t size) { return randn({batch, 3, s
 // Note [Training step of the bench]: NVIDIA's recipe without its schedule (constant lr): SGD
 // momentum 0.875 with weight decay, cross-entropy with label smoothing 0.1, one fixed
 // synthetic batch, so that data loading is not timed, as NVIDIA's --data-backend synthetic.
-TrainResult ember_train(const Subject& s, const BenchSeresnextOptions& o) {
+TrainResult ember_train(const Subject& s, const BenchSeresnextOptions& o, DType autocast) {
   auto model = build(s);
   model->train();
   SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.875, .weight_decay = 6.103515625e-05});
   Tensor x = synthetic_images(s.train_batch, s.image_size);
   Tensor y = randint(0, s.config.classes, {s.train_batch});
   auto step = [&] {
-    Tensor loss = cross_entropy((*model)(x), y, Reduction::mean, /*label_smoothing=*/0.1);
+    Tensor loss;
+    {
+      const AutocastGuard guard(autocast);  // DType::f32: off
+      loss = cross_entropy((*model)(x), y, Reduction::mean, /*label_smoothing=*/0.1);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -159,27 +164,48 @@ void keep_best(std::map<std::string, double>& best, const std::map<std::string, 
   if (!inserted) b->second = higher_is_better ? std::max(b->second, it->second) : std::min(b->second, it->second);
 }
 
+DType autocast_of(const std::string& precision) {
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  EMBER_CHECK(precision == "fp32", "bench seresnext: unknown precision '", precision, "' (expected fp32, bf16 or fp16)");
+  return DType::f32;
+}
+
+// One row per precision; every round measures each precision in turn, ember then PyTorch.
 void bench_training(const Subject& s, const BenchSeresnextOptions& o, std::ostream& out, std::ostream& log) {
-  TrainResult ours;
-  std::map<std::string, double> theirs;
+  std::map<std::string, TrainResult> ours;
+  std::map<std::string, std::map<std::string, double>> theirs;
   for (int r = 0; r < o.rounds; ++r) {
-    log << "bench seresnext: " << s.entry->name << " training, round " << r + 1 << "/" << o.rounds << "\n" << std::flush;
-    TrainResult t = ember_train(s, o);
-    if (t.img_s > ours.img_s) ours.img_s = t.img_s;
-    ours.peak_mib = std::max(ours.peak_mib, t.peak_mib);
-    if (!o.with_pytorch) continue;
-    auto p = peer_run(s, {"train", "--batch", std::to_string(s.train_batch), "--warmup", std::to_string(o.warmup),
-                          "--iters", std::to_string(o.iters)});
-    keep_best(theirs, p, "train_img_s", true);
-    keep_best(theirs, p, "train_peak_mib", false);
+    for (const std::string& precision : o.precisions) {
+      log << "bench seresnext: " << s.entry->name << " training " << precision << ", round " << r + 1 << "/"
+          << o.rounds << "\n" << std::flush;
+      TrainResult t = ember_train(s, o, autocast_of(precision));
+      TrainResult& best = ours[precision];
+      best.img_s = std::max(best.img_s, t.img_s);
+      best.peak_mib = std::max(best.peak_mib, t.peak_mib);
+      if (!o.with_pytorch) continue;
+      auto p = peer_run(s, {"train", "--batch", std::to_string(s.train_batch), "--warmup", std::to_string(o.warmup),
+                            "--iters", std::to_string(o.iters), "--precision", precision});
+      keep_best(theirs[precision], p, "train_img_s", true);
+      keep_best(theirs[precision], p, "train_peak_mib", false);
+    }
   }
-  Table table({"model", "image", "batch", "ember img/s", "pytorch img/s", "speedup", "ember peak MiB", "pytorch peak MiB"},
-              {20, 5, 5, 11, 13, 7, 14, 16});
+  Table table({"model", "image", "batch", "precision", "ember img/s", "vs fp32", "pytorch img/s", "speedup",
+               "ember peak MiB", "pytorch peak MiB"},
+              {20, 5, 5, 9, 11, 7, 13, 7, 14, 16});
   out << table.header() << "\n";
-  out << table.row({s.entry->name, std::to_string(s.image_size), std::to_string(s.train_batch), fixed(ours.img_s, 2),
-                    value_or_na(theirs, "train_img_s", 2), ratio_or_na(theirs, "train_img_s", ours.img_s, true),
-                    fixed(ours.peak_mib, 1), value_or_na(theirs, "train_peak_mib", 1)})
-      << "\n\n" << std::flush;
+  for (const std::string& precision : o.precisions) {
+    const TrainResult& t = ours.at(precision);
+    auto fp32 = ours.find("fp32");
+    const std::string vs = fp32 == ours.end() ? "n/a" : fixed(t.img_s / fp32->second.img_s, 2) + "x";
+    const auto& peer = theirs[precision];
+    out << table.row({s.entry->name, std::to_string(s.image_size), std::to_string(s.train_batch), precision,
+                      fixed(t.img_s, 2), vs, value_or_na(peer, "train_img_s", 2),
+                      ratio_or_na(peer, "train_img_s", t.img_s, true), fixed(t.peak_mib, 1),
+                      value_or_na(peer, "train_peak_mib", 1)})
+        << "\n";
+  }
+  out << "\n" << std::flush;
 }
 
 void bench_inference(const Subject& s, const BenchSeresnextOptions& o, std::ostream& out, std::ostream& log) {
@@ -231,6 +257,8 @@ void bench_inference(const Subject& s, const BenchSeresnextOptions& o, std::ostr
 void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ostream& log) {
   EMBER_CHECK(o.rounds >= 1 && o.iters >= 1 && o.infer_iters >= 1 && o.max_infer_batch >= 1,
               "bench seresnext: --rounds, --iters, --infer-iters and --max-infer-batch must be at least 1");
+  EMBER_CHECK(!o.precisions.empty(), "bench seresnext: --precision needs at least one of fp32, bf16, fp16");
+  for (const std::string& p : o.precisions) (void)autocast_of(p);
   out << "ember bench seresnext: NVIDIA's protocol on synthetic data, " << num_threads() << " thread(s), best of "
       << o.rounds << " alternating rounds; training: " << o.iters << " SGD steps after " << o.warmup
       << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped") << "\n\n";
@@ -239,7 +267,9 @@ void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ost
     bench_training(s, o, out, log);
     bench_inference(s, o, out, log);
   }
-  out << "speedup = ember img/s / pytorch img/s; latency ratio = ember ms / pytorch ms (below 1: ember is faster);\n"
+  out << "precision: fp32, or the forward under autocast (ember: AutocastGuard; PyTorch: torch.autocast) with f32 "
+         "weights; vs fp32 = ember img/s / ember fp32 img/s\n"
+         "speedup = ember img/s / pytorch img/s; latency ratio = ember ms / pytorch ms (below 1: ember is faster);\n"
          "peak MiB: what the training steps needed above the model and the batch (ember: the caching allocator's "
          "peak; PyTorch: the growth of the peak resident set)\n";
 }

@@ -33,6 +33,9 @@ struct BenchSeresnextOptions {
   double infer_cap_s = 2.0;
   int rounds = 2;
   bool with_pytorch = true;
+  // Training rows, one per precision: fp32, or the forward under autocast (bf16, fp16) as
+  // `ember train --precision` runs it (Note [Mixed-precision steps]); PyTorch uses torch.autocast.
+  std::vector<std::string> precisions = {"fp32", "bf16"};
 };
 
 void bench_seresnext(const BenchSeresnextOptions& options, std::ostream& out, std::ostream& log);

@@ -112,9 +112,14 @@ def train(model, a):
     model.train()
     base = peak_rss_mib()
 
+    low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
+
     def step():
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y, label_smoothing=0.1).backward()
+        # PyTorch AMP on the CPU: the forward under autocast, backward and step outside it.
+        with torch.autocast("cpu", dtype=low or torch.bfloat16, enabled=low is not None):
+            loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        loss.backward()
         opt.step()
 
     for _ in range(a.warmup):
@@ -167,6 +172,7 @@ def main():
     t.add_argument("--batch", type=int, default=32)
     t.add_argument("--warmup", type=int, default=2)
     t.add_argument("--iters", type=int, default=5)
+    t.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     i = sub.add_parser("infer")
     i.add_argument("--batches", default="1,2,4,8,16,32,64,128,256")
     i.add_argument("--warmup", type=int, default=3)
