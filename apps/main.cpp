@@ -279,6 +279,9 @@ void add_bench_losses_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_option("--profiles", o.profiles, "only these profiles, comma-separated: standard, large (default: both)")
       ->delimiter(',')
       ->check(CLI::IsMember({"standard", "large"}));
+  cmd.add_option("--precision", o.precision, "embeddings in fp32 (default) or bf16, as PML's BF16 table; class "
+                                             "weights stay f32")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {

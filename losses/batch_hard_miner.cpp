@@ -1,6 +1,7 @@
 #include "losses/batch_hard_miner.h"
 
 #include "autograd/graph.h"
+#include "ops/reduced_precision.h"
 #include "losses/metric_common.h"
 #include "ops/kernels.h"
 
@@ -8,6 +9,7 @@ namespace ember {
 
 Triplets batch_hard_miner(const Tensor& embeddings, const Tensor& labels) {
   constexpr const char* kOp = "batch_hard_miner";
+  if (is_reduced_float(embeddings.dtype())) return batch_hard_miner(widened(embeddings), labels);  // indices only
   check_embeddings(kOp, embeddings, labels);
   autograd::NoGradGuard no_grad;  // mining picks indices: nothing to differentiate
   const Tensor e = normalize_rows(embeddings).contiguous();

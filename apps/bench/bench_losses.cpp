@@ -26,14 +26,16 @@ struct Profile {
 };
 constexpr Profile kProfiles[] = {{"standard", 512, 128, 4, 1024}, {"large", 512, 512, 16, 10000}};
 
+DType embedding_dtype(const BenchLossesOptions& o);
+
 // Seeded standard-normal embeddings (a leaf that requires grad) and the profile's labels: i / per_class
 // for the pair losses, i % classes (cyclic) for the class losses.
 struct Inputs {
   Tensor embeddings, labels;
 };
-Inputs make_inputs(const Profile& p, int64_t batch, bool class_loss, Device device) {
+Inputs make_inputs(const Profile& p, int64_t batch, bool class_loss, Device device, DType dtype) {
   Generator gen(1234);
-  Tensor emb = randn({batch, p.dim}, {}, &gen).to(device).detach().requires_grad_();
+  Tensor emb = randn({batch, p.dim}, {}, &gen).to(device).to(dtype).detach().requires_grad_();
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = class_loss ? i % p.classes : i / p.per_class;
   return {emb, tensor<int64_t>(labels, {batch}).to(device)};
@@ -64,10 +66,10 @@ struct Measured {
   double ms = 0;
   double peak_mib = 0;
 };
-Measured measure(const std::string& name, const Profile& p, Device device) {
+Measured measure(const std::string& name, const Profile& p, Device device, DType dtype) {
   const std::unique_ptr<apps::MetricLoss> loss_ptr = make_loss(name, p, device);
   apps::MetricLoss& loss = *loss_ptr;
-  const Inputs in = make_inputs(p, p.batch, is_class_loss(loss), device);
+  const Inputs in = make_inputs(p, p.batch, is_class_loss(loss), device, dtype);
   Allocator& allocator = allocator_for(device);
   step(loss, in);
   in.embeddings.zero_grad();
@@ -95,7 +97,7 @@ Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOp
   Allocator& allocator = allocator_for(o.device);
   Capacity c{0, "reached --max-batch"};
   for (int64_t batch = p.batch; batch <= o.max_batch; batch *= 2) {
-    const Inputs in = make_inputs(p, batch, is_class_loss(loss), o.device);
+    const Inputs in = make_inputs(p, batch, is_class_loss(loss), o.device, embedding_dtype(o));
     if (o.device.is_cuda()) cuda::synchronize();
     allocator.set_memory_limit(size_t(allocator.stats().allocated_bytes + o.budget_mib * (int64_t(1) << 20)));
     const auto t0 = std::chrono::steady_clock::now();
@@ -118,6 +120,12 @@ Capacity capacity(const std::string& name, const Profile& p, const BenchLossesOp
   }
   allocator.set_memory_limit(0);
   return c;
+}
+
+DType embedding_dtype(const BenchLossesOptions& o) {
+  EMBER_CHECK(o.precision == "fp32" || o.precision == "bf16", "bench losses: unknown precision '", o.precision,
+              "' (expected fp32 or bf16)");
+  return o.precision == "bf16" ? DType::bf16 : DType::f32;
 }
 
 // Whether `name` is in `only` (an empty list takes every name).
@@ -150,7 +158,7 @@ std::string joined(const std::vector<std::string>& names) {
 void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions& o) {
   const int threads = num_threads(), rounds = std::max(o.rounds, 1);
   std::vector<std::string> args = {"--threads", std::to_string(threads), "--device",
-                                   o.device.is_cuda() ? "cuda" : "cpu"};
+                                   o.device.is_cuda() ? "cuda" : "cpu", "--precision", o.precision};
   std::vector<std::string> losses;
   for (const std::string& name : apps::metric_loss_names())
     if (selected(o.losses, name)) losses.push_back(name);
@@ -161,7 +169,8 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
     if (selected(o.profiles, p.name)) profiles.push_back(p);
   if (!o.losses.empty()) args.insert(args.end(), {"--losses", joined(losses)});
   if (!o.profiles.empty()) args.insert(args.end(), {"--profiles", joined(o.profiles)});
-  out << "ember bench losses on " << o.device << ": ms per forward+backward (f32), median of 7 blocks after warm-up, "
+  out << "ember bench losses on " << o.device << ": ms per forward+backward (" << o.precision
+      << " embeddings), median of 7 blocks after warm-up, "
       << "best of " << rounds << " alternating round(s), " << threads << " CPU thread(s); PyTorch (the same formulas, "
       << "eager, as PML computes them) measured in the same run (" << peer_python() << ")\n\n" << std::flush;
 
@@ -171,7 +180,7 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
     log << "bench losses: round " << round << "/" << rounds << ": ember" << std::flush;
     for (const Profile& p : profiles)
       for (const std::string& name : losses) {
-        const Measured m = measure(name, p, o.device);
+        const Measured m = measure(name, p, o.device, embedding_dtype(o));
         auto [it, inserted] = ember.try_emplace(row_name(name, p), m);
         if (!inserted) it->second.ms = std::min(it->second.ms, m.ms), it->second.peak_mib = m.peak_mib;
       }

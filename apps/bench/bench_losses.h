@@ -12,6 +12,7 @@
 //
 //   ember bench losses --budget-mib 256 --rounds 3
 //   ember bench losses --no-capacity --profiles standard --losses arcface,supcon
+//   ember bench losses --precision bf16 --no-capacity   // PML's BF16 table: bf16 embeddings
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct BenchLossesOptions {
   bool capacity = true;
   std::vector<std::string> losses;    // the rows to time (names of apps/train/metric_losses.h); empty: all
   std::vector<std::string> profiles;  // "standard", "large"; empty: both
+  std::string precision = "fp32";     // "bf16": the embeddings (and so the losses) in bf16, as PML's BF16 table
 };
 
 void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions& options = {});

@@ -57,9 +57,12 @@ LOSSES = {
 }
 
 
+DTYPE = torch.float32  # --precision bf16: the embeddings in bfloat16, as PML's BF16 table
+
+
 def inputs(batch, dim, per_class, classes, class_loss):
     gen = torch.Generator().manual_seed(1234)
-    emb = torch.randn(batch, dim, generator=gen).to(torch.zeros(0).device).requires_grad_()
+    emb = torch.randn(batch, dim, generator=gen).to(torch.zeros(0).device).to(DTYPE).requires_grad_()
     i = torch.arange(batch)
     labels = (i % classes if class_loss else i // per_class).to(emb.device)
     return emb, labels
@@ -115,7 +118,8 @@ def capacity(args):
         batch = PROFILES[0][1]
         while batch <= args.max_batch:
             run = subprocess.run([sys.executable, __file__, "--one-step", name, "--batch", str(batch),
-                                  "--threads", str(args.threads), "--device", args.device],
+                                  "--threads", str(args.threads), "--device", args.device,
+                                  "--precision", args.precision],
                                  capture_output=True, text=True)
             if run.returncode != 0:
                 break
@@ -131,6 +135,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=int(os.environ.get("EMBER_NUM_THREADS", os.cpu_count())))
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--capacity", action="store_true")
     parser.add_argument("--budget-mib", type=float, default=256)
     parser.add_argument("--time-cap-s", type=float, default=5)
@@ -140,6 +145,8 @@ def main():
     parser.add_argument("--losses", type=lambda s: s.split(","), default=list(LOSSES), help="comma-separated")
     parser.add_argument("--profiles", type=lambda s: s.split(","), default=[p[0] for p in PROFILES])
     args = parser.parse_args()
+    global DTYPE
+    DTYPE = torch.bfloat16 if args.precision == "bf16" else torch.float32
     torch.set_num_threads(args.threads)
     if args.device == "cuda":
         use_cuda()
