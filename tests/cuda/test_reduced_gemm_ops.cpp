@@ -101,6 +101,14 @@ void check_matmuls(const Format& f) {
                        [](V t) { return matmul(t[0].transpose(1, 2), t[1].transpose(1, 2)); });
   }
   {
+    INFO("k = 0: zeros (forward only)");
+    // (made on each device: Tensor::to refuses empty tensors whose strides is_contiguous rejects)
+    const auto empty_operands = [&](Device d) {
+      return matmul(zeros({3, 0}, {.dtype = f.dtype, .device = d}), zeros({0, 4}, {.dtype = f.dtype, .device = d}));
+    };
+    check_matches(empty_operands(Device::cuda()), empty_operands(Device::cpu()), f);
+  }
+  {
     INFO("strided view copied first, matrix-vector");
     check_op_and_grads(f, {{20, 30}, {15}}, [](V t) { return matmul(t[0].slice(1, 0, 30, 2), t[1]); });
   }
@@ -140,6 +148,7 @@ void check_convs(const Format& f) {
        Activation::none},
       {"groups 2, one image per chunk", {3, 4, 6, 5}, {6, 2, 3, 3}, 1, 1, 2, true, Activation::relu, 1},
       {"pointwise, groups 2, no bias", {2, 4, 5, 5}, {6, 2, 1, 1}, 1, 0, 2, false, Activation::none},
+      {"empty batch: zero weight and bias gradients", {0, 2, 5, 5}, {3, 2, 3, 3}, 1, 1, 1, true, Activation::none},
   };
   for (const ConvCase& c : cases) {
     INFO(c.name);
