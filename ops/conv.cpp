@@ -64,7 +64,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
     return conv2d(autocast_low(x), autocast_low(w), autocast_low(b), stride, padding, dilation, groups, act);
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
-  if (is_reduced_float(x.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+  // On the CPU: f32 GEMM on the exact widened operands, result rounded once. On cuda the kernel
+  // takes bf16/f16 itself (tensor cores: Note [Reduced-precision GEMMs on CUDA], ops/cuda/gemm_reduced.h).
+  if (is_reduced_float(x.dtype()) && x.is_cpu()) {
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(conv2d(x.to(DType::f32), w.to(DType::f32), widened(b), stride, padding, dilation, groups, act), x.dtype());
   }

@@ -47,12 +47,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", a, b);
   check_same_dtype("matmul", a, b);
   EMBER_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got ", dtype_name(a.dtype()));
-  if (is_reduced_float(a.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+  // On the CPU: f32 GEMM on the exact widened operands, result rounded once. On cuda the kernel
+  // takes bf16/f16 itself (tensor cores: Note [Reduced-precision GEMMs on CUDA], ops/cuda/gemm_reduced.h).
+  if (is_reduced_float(a.dtype()) && a.is_cpu()) {
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(matmul(a.to(DType::f32), b.to(DType::f32)), a.dtype());
   }
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got shapes ",
               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  if (is_reduced_float(a.dtype()) && a.dim() >= 3 && b.dim() == 2 && a.size(-1) == b.size(0)) {
+    // Note [Folded reduced-precision matmul]: (..., M, K) @ (K, N) as one (... * M, K) @ (K, N)
+    // GEMM, as PyTorch folds it, so b's gradient is one GEMM over every row, rounded once, not
+    // a 16-bit GEMM per batch item summed after rounding. (The CPU widens above instead.)
+    Shape out_shape = a.shape();
+    out_shape.back() = b.size(1);
+    return matmul(a.reshape({-1, a.size(-1)}), b).reshape(out_shape);
+  }
+  if (is_reduced_float(a.dtype()) && a.dim() == 2 && b.dim() >= 3 && a.size(1) == b.size(-2))  // the same, transposed
+    return matmul(b.transpose(-1, -2), a.t()).transpose(-1, -2);
   // Promote 1-D operands to matrices; remember which dims to drop from the result.
   const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
   Tensor a2 = a_vec ? a.unsqueeze(0) : a;

@@ -11,6 +11,7 @@
 #include "ops/cuda/block_reduce.cuh"
 #include "core/tensor.h"
 #include "cuda/launch.h"
+#include "ops/cuda/gemm_reduced.h"
 #include "ops/cuda/register.h"
 #include "ops/kernels.h"
 
@@ -92,6 +93,16 @@ void bias_activation_backward(Activation act, int64_t outer, int64_t C, int64_t 
 
 void bias_activation_backward_cuda(Activation act, const Tensor& dy, const Tensor& y, const Tensor& dz,
                                    const Tensor& db) {
+  if (is_reduced_float(dy.dtype())) {  // bf16/f16 linear and conv2d on cuda: widened, rounded once
+    const Tensor dy32 = reduced::widened_copy(dy), y32 = reduced::widened_copy(y);
+    const TensorOptions f32{.dtype = DType::f32, .device = dy.device()};
+    const Tensor dz32 = dz.defined() ? Tensor::empty(dz.shape(), f32) : Tensor();
+    const Tensor db32 = db.defined() ? Tensor::empty(db.shape(), f32) : Tensor();
+    bias_activation_backward_cuda(act, dy32, y32, dz32, db32);
+    if (dz.defined()) reduced::store_copy(dz32, dz);  // dz may alias dy: dy32 was copied first
+    if (db.defined()) reduced::store_copy(db32, db);
+    return;
+  }
   dispatch_float(dy.dtype(), "bias_activation_backward", [&]<class T>(TypeTag<T>) {
     bias_activation_backward<T>(act, dy.size(0), dy.size(1), dy.size(2), dy.data<T>(), data_or_null<T>(y),
                                 data_or_null<T>(dz), data_or_null<T>(db), {});

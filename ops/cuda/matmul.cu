@@ -1,8 +1,11 @@
-// The textbook tiled matrix multiplication (f32 and f64), the dispatch of bmm_kernel on cuda,
-// and its registration. The fast f32 kernel is in sgemm_blocked.cu.
+// The textbook tiled matrix multiplication (f32 and f64), the dispatch of bmm_kernel on cuda
+// (bf16/f16 on tensor cores: gemm_tensor_core.cu), and its registration. The fast f32 kernel
+// is in sgemm_blocked.cu.
 #include "ops/cuda/matmul.h"
 
 #include "core/tensor.h"
+#include "ops/cuda/gemm_reduced.h"
+#include "ops/cuda/gemm_tensor_core.h"
 #include "ops/cuda/matmul_launch.h"
 #include "cuda/launch.h"
 #include "ops/cuda/register.h"
@@ -57,12 +60,16 @@ __global__ void matmul_tiled_kernel(int m, int n, int k, GemmOperand<T> a, GemmO
   if (row < m && col < n) c[(int64_t(blockIdx.z) * m + row) * n + col] = sum;
 }
 
+// Row-major (unit column stride) or else column-major: the layouts ops/linalg.cpp hands us,
+// told apart exactly as ops/cpu/gemm.cpp does.
+template <class T>
+GemmOperand<T> operand_of(const T* data, const Tensor& t, int64_t cols) {
+  const bool row_major = t.stride(2) == 1 && t.stride(1) >= cols;
+  return {data, row_major ? t.stride(1) : t.stride(2), !row_major, t.stride(0)};
+}
 template <class T>
 GemmOperand<T> operand_of(const Tensor& t, int64_t cols) {
-  // Row-major (unit column stride) or else column-major: the layouts ops/linalg.cpp hands us,
-  // told apart exactly as ops/cpu/gemm.cpp does.
-  const bool row_major = t.stride(2) == 1 && t.stride(1) >= cols;
-  return {t.data<T>(), row_major ? t.stride(1) : t.stride(2), !row_major, t.stride(0)};
+  return operand_of<T>(t.data<T>(), t, cols);
 }
 
 }  // namespace
@@ -86,9 +93,32 @@ template void matmul_tiled<double>(const GemmShape&, const GemmOperand<double>&,
 // the 16x16 kernel launches more blocks and wastes less of each on the edges.
 bool prefers_blocked(const GemmShape& shape) { return shape.m >= 64 && shape.n >= 64; }
 
+namespace {
+
+// bf16/f16 on tensor cores into an f32 workspace, rounded once (Note [Reduced-precision GEMMs on
+// CUDA] in gemm_reduced.h); widened to the f32 kernels where there are no tensor cores.
+void bmm_reduced(const GemmShape& shape, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!reduced::tensor_cores_usable()) {
+    const Tensor a32 = reduced::widened_copy(a), b32 = reduced::widened_copy(b);
+    reduced::through_f32(out, [&](const Tensor& out32) { bmm(a32, b32, out32); });
+    return;
+  }
+  const Tensor acc = reduced::f32_workspace(out.numel(), out);
+  const GemmOperand<uint16_t> ga = operand_of(reduced::bits(a), a, shape.k);
+  const GemmOperand<uint16_t> gb = operand_of(reduced::bits(b), b, shape.n);
+  gemm_tensor_core(a.dtype(), shape, ga, gb, acc.data<float>());
+  reduced::store_rounded(a.dtype(), acc.data<float>(), out.numel(), {}, Activation::none, reduced::mutable_bits(out));
+}
+
+}  // namespace
+
 void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   const GemmShape shape{a.size(0), a.size(1), b.size(2), a.size(2)};
   switch (a.dtype()) {
+    case DType::bf16:
+    case DType::f16:
+      bmm_reduced(shape, a, b, out);
+      break;
     case DType::f32: {
       const GemmOperand<float> ga = operand_of<float>(a, shape.k), gb = operand_of<float>(b, shape.n);
       if (prefers_blocked(shape)) sgemm_blocked(shape, ga, gb, out.data<float>());
@@ -99,7 +129,7 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
       matmul_tiled<double>(shape, operand_of<double>(a, shape.k), operand_of<double>(b, shape.n), out.data<double>());
       break;
     default:
-      EMBER_FAIL("matmul (cuda): expected f32 or f64 tensors, got ", dtype_name(a.dtype()));
+      EMBER_FAIL("matmul (cuda): expected f32, f64, bf16 or f16 tensors, got ", dtype_name(a.dtype()));
   }
 }
 

@@ -260,9 +260,9 @@ TEST_CASE("gradcheck of matmul on cuda (needs the other CUDA kernels: copies, fi
 }
 
 TEST_CASE("cuda::bmm refuses dtypes without a kernel, naming the op and the dtype") {
-  // matmul itself admits only floating dtypes, and f32/f64 are the ones that can be allocated
-  // now; the kernel's own check is reached directly.
+  // matmul itself admits only floating dtypes (f32, f64 and, on tensor cores, bf16/f16); the
+  // kernel's own check is reached directly.
   const Tensor a = upload(ember::ones({1, 2, 2}).to(DType::i64));
-  REQUIRE_THROWS_WITH(cuda::bmm(a, a, a), Catch::Contains("matmul (cuda): expected f32 or f64") &&
+  REQUIRE_THROWS_WITH(cuda::bmm(a, a, a), Catch::Contains("matmul (cuda): expected f32, f64, bf16 or f16") &&
                                                Catch::Contains("got i64"));
 }
