@@ -15,3 +15,11 @@
 #else
 #define EMBER_HOST_DEVICE inline
 #endif
+
+// Full unrolling keeps a kernel's accumulators in registers (indexed by constants). `#pragma
+// unroll` is nvcc's; the host compiler of the simulator would warn about it.
+#if defined(__CUDACC__)
+#define EMBER_UNROLL _Pragma("unroll")
+#else
+#define EMBER_UNROLL
+#endif

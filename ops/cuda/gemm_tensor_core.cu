@@ -25,17 +25,12 @@
 // swizzled shared layout instead of padding.
 #include <type_traits>
 
+#include "core/host_device.h"
 #include "core/error.h"
 #include "cuda/launch.h"
 #include "cuda/mma.h"
 #include "ops/cuda/gemm_tensor_core.h"
 #include "ops/cuda/matmul_launch.h"
-
-#if defined(__CUDACC__)
-#define EMBER_UNROLL _Pragma("unroll")
-#else
-#define EMBER_UNROLL
-#endif
 
 namespace ember::cuda {
 namespace {

@@ -27,17 +27,10 @@
 // barriers; prefetch the next step's fragments from shared memory into registers while
 // computing; cp.async with 3-4 stages on sm_80+; a block order that reuses L2 at 4096; tune
 // the 64x64 threshold in prefers_blocked().
+#include "core/host_device.h"
 #include "ops/cuda/matmul_launch.h"
 #include "ops/cuda/matmul.h"
 #include "cuda/launch.h"
-
-// Full unrolling keeps the accumulators in registers (indexed by constants). `#pragma unroll`
-// is nvcc's; the host compiler of the simulator would warn about it.
-#if defined(__CUDACC__)
-#define EMBER_UNROLL _Pragma("unroll")
-#else
-#define EMBER_UNROLL
-#endif
 
 namespace ember::cuda {
 namespace {
