@@ -47,7 +47,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", a, b);
   check_same_dtype("matmul", a, b);
   EMBER_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got ", dtype_name(a.dtype()));
-  if (is_reduced_float(a.dtype())) {  // f32 GEMM on the exact widened operands, result rounded once
+  if (is_reduced_float(a.dtype()) && !native_reduced_gemm(a)) {  // f32 GEMM on the widened operands, rounded once
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(matmul(a.to(DType::f32), b.to(DType::f32)), a.dtype());
   }

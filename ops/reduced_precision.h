@@ -27,4 +27,9 @@ inline Tensor narrowed(const Tensor& y, DType dtype) {
   return y.defined() && is_reduced_float(dtype) && is_floating(y.dtype()) && y.dtype() != dtype ? y.to(dtype) : y;
 }
 
+// Whether the GEMM ops (matmul, linear, conv2d and its gradients) have a native kernel for x's
+// 16-bit dtype: bf16 on the CPU (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h). f16 (no f16
+// dot product on this CPU) and CUDA take the fallback above.
+inline bool native_reduced_gemm(const Tensor& x) { return x.dtype() == DType::bf16 && x.device().is_cpu(); }
+
 }  // namespace ember
