@@ -67,11 +67,15 @@ void gemm_typed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, con
 
 // dst[i] = T(src[i]) for i < n: the single rounding of an f32 result (a copy when the types match).
 template <class T>
+  requires(!std::is_same_v<T, Half>)
 void store_rounded(const acc_t<T>* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, acc_t<T>>) {
     if (src != dst) std::copy(src, src + n, dst);
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+    // On the bit patterns: a loop from float to uint16_t vectorises, one storing Float16 structs
+    // stayed scalar (as in ops/cpu/bias_activation.cpp).
+    uint16_t* bits = reinterpret_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bfloat16_bits(src[i]);
   }
 }
 
