@@ -104,8 +104,9 @@ Tensor conv2d_input_grad(const Tensor& dy, const Tensor& w, const Shape& input_s
   check_floating_operand(op, "weight", w, dy);
   if (is_reduced_float(dy.dtype()) && !native_reduced_gemm(dy)) {  // as conv2d's fallback
     const AutocastGuard f32_inside(DType::f32);
-    return narrowed(conv2d_input_grad(dy.to(DType::f32), w.to(DType::f32), input_shape, stride, padding, dilation, groups),
-                    dy.dtype());
+    return narrowed(
+        conv2d_input_grad(dy.to(DType::f32), w.to(DType::f32), input_shape, stride, padding, dilation, groups),
+        dy.dtype());
   }
   const Conv2dGeometry g = conv2d_geometry(input_shape, w.shape(), stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};
@@ -123,8 +124,9 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& dy, const Shape& weight
   check_floating_operand(op, "gradient", dy, x);
   if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // as conv2d's fallback
     const AutocastGuard f32_inside(DType::f32);
-    return narrowed(conv2d_weight_grad(x.to(DType::f32), dy.to(DType::f32), weight_shape, stride, padding, dilation, groups),
-                    x.dtype());
+    return narrowed(
+        conv2d_weight_grad(x.to(DType::f32), dy.to(DType::f32), weight_shape, stride, padding, dilation, groups),
+        x.dtype());
   }
   const Conv2dGeometry g = conv2d_geometry(x.shape(), weight_shape, stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};

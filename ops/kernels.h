@@ -194,9 +194,9 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
 
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
-// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (the bias is the GEMM's
-// initial C and the activation its epilogue, so neither costs a pass of its own).
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);  // CPU: f32, f64, bf16
+// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (bias and activation are
+// the GEMM's epilogue, so neither costs a pass of its own). CPU: f32, f64, bf16.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
 // ---- metric-learning losses (ntxent.cpp, ...) ------------------------------------------------
 // e: (B, D) contiguous L2-normalised rows, f32/f64; labels: (B) i64; `tiles`: how the B x B

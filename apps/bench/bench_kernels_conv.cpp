@@ -43,8 +43,9 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
   // f32 beside bf16 (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h): mnist_cnn's second
   // convolution at batch 64, and a wider layer. PyTorch's rows are its f32 and bf16 kernels.
   for (const ConvShape& s : {ConvShape{64, 16, 32, 14}, ConvShape{8, 32, 64, 128}}) {
-    const std::string shape = "_n" + std::to_string(s.n) + "_c" + std::to_string(s.cin) + "to" + std::to_string(s.cout) +
-                              "_" + std::to_string(s.hw) + "x" + std::to_string(s.hw) + "_k3p1_";
+    const std::string shape = "_n" + std::to_string(s.n) + "_c" + std::to_string(s.cin) + "to" +
+                              std::to_string(s.cout) + "_" + std::to_string(s.hw) + "x" + std::to_string(s.hw) +
+                              "_k3p1_";
     for (DType dtype : {DType::f32, DType::bf16}) {
       const std::string suffix = shape + (dtype == DType::f32 ? "f32" : "bf16");
       Tensor x = randn({s.n, s.cin, s.hw, s.hw}).to(dtype), w = randn({s.cout, s.cin, 3, 3}).to(dtype);

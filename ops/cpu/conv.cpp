@@ -82,7 +82,10 @@ void for_each_item(int64_t count, int64_t workspace_bytes, const std::function<v
   else run(0, count);
 }
 
-int64_t aligned_bytes(int64_t elements, size_t element_size) { return (elements * int64_t(element_size) + 63) / 64 * 64; }
+// Bytes for `elements` values, rounded up to a cache line (workspace parts start aligned).
+int64_t aligned_bytes(int64_t elements, size_t element_size) {
+  return (elements * int64_t(element_size) + 63) / 64 * 64;
+}
 
 // x: (channels, H, W) of one image -> the columns of output rows [oh0, oh1) for channels
 // [c0, c1): col ((c1 - c0) * kH * kW, (oh1 - oh0) * Wo), row (c - c0, kh, kw).
