@@ -250,6 +250,14 @@ void add_bench_mnist_options(CLI::App& cmd, CommandLine& cl) {
       ->delimiter(',')
       ->check(CLI::Range(int64_t(1), int64_t(60000)));
   cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch column");
+  cmd.add_option("--precisions", cl.bench_mnist_options.precisions, "precisions, alternating (default fp32,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd.add_option("--max-batches", cl.bench_mnist_options.max_batches, "time only the first N batches of each epoch")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  cmd.add_option("--epoch-rounds", cl.bench_mnist_options.rounds,
+                 "alternating rounds per batch size and precision, fastest kept (default 1)")
+      ->check(CLI::Range(1, 100));
   ember::bench::BenchMnistRanksOptions& r = cl.bench_mnist_ranks_options;
   cmd.add_option("--ranks", r.ranks, "data-parallel scaling instead: mpirun jobs of these rank counts (e.g. 1,2)")
       ->delimiter(',')

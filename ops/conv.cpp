@@ -64,9 +64,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
     return conv2d(autocast_low(x), autocast_low(w), autocast_low(b), stride, padding, dilation, groups, act);
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
-  // On the CPU: f32 GEMM on the exact widened operands, result rounded once. On cuda the kernel
-  // takes bf16/f16 itself (tensor cores: Note [Reduced-precision GEMMs on CUDA], ops/cuda/gemm_reduced.h).
-  if (is_reduced_float(x.dtype()) && x.is_cpu()) {
+  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // f32 GEMM on the widened operands, rounded once
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(conv2d(x.to(DType::f32), w.to(DType::f32), widened(b), stride, padding, dilation, groups, act), x.dtype());
   }
@@ -104,6 +102,12 @@ Tensor conv2d_input_grad(const Tensor& dy, const Tensor& w, const Shape& input_s
   const char* op = "conv2d_input_grad";
   EMBER_CHECK(is_floating(dy.dtype()), op, ": expected a floating gradient, got ", dtype_name(dy.dtype()));
   check_floating_operand(op, "weight", w, dy);
+  if (is_reduced_float(dy.dtype()) && !native_reduced_gemm(dy)) {  // as conv2d's fallback
+    const AutocastGuard f32_inside(DType::f32);
+    return narrowed(
+        conv2d_input_grad(dy.to(DType::f32), w.to(DType::f32), input_shape, stride, padding, dilation, groups),
+        dy.dtype());
+  }
   const Conv2dGeometry g = conv2d_geometry(input_shape, w.shape(), stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};
   EMBER_CHECK(dy.shape() == out_shape, op, ": expected a gradient of shape ", shape_str(out_shape), ", got ",
@@ -118,6 +122,12 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& dy, const Shape& weight
   const char* op = "conv2d_weight_grad";
   EMBER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand(op, "gradient", dy, x);
+  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // as conv2d's fallback
+    const AutocastGuard f32_inside(DType::f32);
+    return narrowed(
+        conv2d_weight_grad(x.to(DType::f32), dy.to(DType::f32), weight_shape, stride, padding, dilation, groups),
+        x.dtype());
+  }
   const Conv2dGeometry g = conv2d_geometry(x.shape(), weight_shape, stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};
   EMBER_CHECK(dy.shape() == out_shape, op, ": expected a gradient of shape ", shape_str(out_shape), ", got ",

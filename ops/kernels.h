@@ -58,7 +58,7 @@ void arg_reduce(bool is_max, const Tensor& x, const Tensor& values, const Tensor
 
 // ---- linear algebra (matmul.cpp) ------------------------------------------------------------
 // a: (B, M, K), b: (B, K, N) any strides (stride 0 batches allowed) -> out: (B, M, N) contiguous.
-void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out);  // CPU: f32, f64, bf16
 
 // ---- indexing (index.cpp) -----------------------------------------------------------------
 // x: (outer, n, inner), index: (k) i64 -> out: (outer, k, inner) contiguous.
@@ -143,6 +143,8 @@ void nll_loss_backward(const Tensor& grad, const Tensor& target, int64_t ignore_
 void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double p, const Tensor& y);
 
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
+// The CPU kernels take f32, f64 and bf16 (f32 accumulation, Note [bf16 convolution]); the
+// "direct" algorithm below is f32/f64 only, a bf16 input gradient is always "gemm+col2im".
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
 // = act(conv + b), activated block by block as the GEMM finishes it.
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
@@ -192,8 +194,8 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
 
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
-// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (the bias is the GEMM's
-// initial C and the activation its epilogue, so neither costs a pass of its own).
+// x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (bias and activation are
+// the GEMM's epilogue, so neither costs a pass of its own). CPU: f32, f64, bf16.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
 // ---- metric-learning losses (ntxent.cpp, ...) ------------------------------------------------

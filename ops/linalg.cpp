@@ -47,9 +47,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", a, b);
   check_same_dtype("matmul", a, b);
   EMBER_CHECK(is_floating(a.dtype()), "matmul: expected floating tensors, got ", dtype_name(a.dtype()));
-  // On the CPU: f32 GEMM on the exact widened operands, result rounded once. On cuda the kernel
-  // takes bf16/f16 itself (tensor cores: Note [Reduced-precision GEMMs on CUDA], ops/cuda/gemm_reduced.h).
-  if (is_reduced_float(a.dtype()) && a.is_cpu()) {
+  if (is_reduced_float(a.dtype()) && !native_reduced_gemm(a)) {  // f32 GEMM on the widened operands, rounded once
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(matmul(a.to(DType::f32), b.to(DType::f32)), a.dtype());
   }

@@ -20,9 +20,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Activation act)
   EMBER_CHECK(is_floating(x.dtype()), "linear: expected a floating input, got ", dtype_name(x.dtype()));
   check_same_dtype("linear", x, w);
   check_same_device("linear", x, w);
-  // On the CPU: f32 GEMM on the exact widened operands, result rounded once. On cuda the kernel
-  // takes bf16/f16 itself (tensor cores: Note [Reduced-precision GEMMs on CUDA], ops/cuda/gemm_reduced.h).
-  if (is_reduced_float(x.dtype()) && x.is_cpu()) {
+  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // f32 GEMM on the widened operands, rounded once
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(linear(x.to(DType::f32), w.to(DType::f32), widened(b), act), x.dtype());
   }

@@ -27,4 +27,10 @@ inline Tensor narrowed(const Tensor& y, DType dtype) {
   return y.defined() && is_reduced_float(dtype) && is_floating(y.dtype()) && y.dtype() != dtype ? y.to(dtype) : y;
 }
 
+// Whether the GEMM ops (matmul, linear, conv2d and its gradients) have a native kernel for x's
+// 16-bit dtype: bf16 on the CPU (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h), bf16 and
+// f16 on cuda (tensor cores: Note [Reduced-precision GEMMs on CUDA] in ops/cuda/gemm_reduced.h).
+// f16 on the CPU (no f16 dot product on these CPUs) takes the fallback above.
+inline bool native_reduced_gemm(const Tensor& x) { return x.device().is_cuda() || x.dtype() == DType::bf16; }
+
 }  // namespace ember

@@ -69,8 +69,8 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     float* pc = c.data<float>();
     // The same values rounded to bf16, for the bf16 GEMM's rows.
     std::vector<uint16_t> a16(size_t(s.M * s.K)), b16(size_t(s.K * s.N));
-    std::transform(pa, pa + a16.size(), a16.begin(), cpu::float_to_bf16_bits);
-    std::transform(pb, pb + b16.size(), b16.begin(), cpu::float_to_bf16_bits);
+    std::transform(pa, pa + a16.size(), a16.begin(), float_to_bfloat16_bits);
+    std::transform(pb, pb + b16.size(), b16.begin(), float_to_bfloat16_bits);
     const std::vector<double> ms = alternating_median_ms({
         [&] { cpu::gemm<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },
         [&] { cpu::gemm_eigen<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },

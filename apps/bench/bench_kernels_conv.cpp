@@ -40,6 +40,21 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
             "_" + std::to_string(s.hw) + "x" + std::to_string(s.hw) + "_k3p1",
         [&] { conv2d_weight_grad(x, dy, w_shape, 1, 1); });
   }
+  // f32 beside bf16 (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h): mnist_cnn's second
+  // convolution at batch 64, and a wider layer. PyTorch's rows are its f32 and bf16 kernels.
+  for (const ConvShape& s : {ConvShape{64, 16, 32, 14}, ConvShape{8, 32, 64, 128}}) {
+    const std::string shape = "_n" + std::to_string(s.n) + "_c" + std::to_string(s.cin) + "to" +
+                              std::to_string(s.cout) + "_" + std::to_string(s.hw) + "x" + std::to_string(s.hw) +
+                              "_k3p1_";
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const std::string suffix = shape + (dtype == DType::f32 ? "f32" : "bf16");
+      Tensor x = randn({s.n, s.cin, s.hw, s.hw}).to(dtype), w = randn({s.cout, s.cin, 3, 3}).to(dtype);
+      Tensor b = randn({s.cout}).to(dtype), dy = randn({s.n, s.cout, s.hw, s.hw}).to(dtype);
+      add("conv2d_relu_forward" + suffix, [&] { conv2d(x, w, b, 1, 1, 1, 1, Activation::relu); });
+      add("conv2d_input_grad" + suffix, [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); });
+      add("conv2d_weight_grad" + suffix, [&] { conv2d_weight_grad(x, dy, w.shape(), 1, 1); });
+    }
+  }
   {
     Tensor dy = randn({32, 128, 64, 64});
     add("conv2d_bias_grad_n32_c128_64x64", [&] { conv2d_bias_grad(dy); });

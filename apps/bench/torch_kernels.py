@@ -27,6 +27,16 @@ def rows():
         xs, ws, dys = torch.randn(n, cin, hw, hw), torch.randn(cout, cin, 3, 3), torch.randn(n, cout, hw, hw)
         out.append((f"conv2d_weight_grad_n{n}_c{cin}to{cout}_{hw}x{hw}_k3p1",
                     lambda xs=xs, ws=ws, dys=dys: conv_backward(dys, xs, ws, [False, True, False])))
+    for n, cin, cout, hw in [(64, 16, 32, 14), (8, 32, 64, 128)]:
+        for dtype, tag in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
+            xs, ws = torch.randn(n, cin, hw, hw).to(dtype), torch.randn(cout, cin, 3, 3).to(dtype)
+            bs, dys = torch.randn(cout).to(dtype), torch.randn(n, cout, hw, hw).to(dtype)
+            suffix = f"_n{n}_c{cin}to{cout}_{hw}x{hw}_k3p1_{tag}"
+            out.append(("conv2d_relu_forward" + suffix, lambda xs=xs, ws=ws, bs=bs: F.relu(F.conv2d(xs, ws, bs, 1, 1))))
+            out.append(("conv2d_input_grad" + suffix,
+                        lambda xs=xs, ws=ws, dys=dys: conv_backward(dys, xs, ws, [True, False, False])))
+            out.append(("conv2d_weight_grad" + suffix,
+                        lambda xs=xs, ws=ws, dys=dys: conv_backward(dys, xs, ws, [False, True, False])))
     dyb = torch.randn(32, 128, 64, 64)
     out.append(("conv2d_bias_grad_n32_c128_64x64", lambda: dyb.sum((0, 2, 3))))
     yb = F.relu(torch.randn_like(dyb))

@@ -14,29 +14,18 @@
 // AVX512-BF16 (vdpbf16ps) micro-kernel where the build has one, a portable one elsewhere.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "core/float16.h"
 #include "ops/activation_rules.h"
 #include "ops/cpu/gemm.h"
 
 namespace ember::cpu {
 
-// Note [bf16 conversion]: the only place that turns f32 into bf16 bits here; to be replaced by
-// ember::BFloat16 (core/float16.h) when that lands. Round to nearest, ties to even, on the bit
-// pattern: adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the
-// dropped half is above one half, or equal to it with the kept half odd; a carry out of the
-// mantissa steps the exponent (1.99999 rounds to 2, the largest finite f32 to infinity), and
-// infinity stays infinity. NaN would carry into the exponent or become infinity, so it keeps its
-// upper half and is made quiet (bit 6), keeping its sign. Subnormals round like any value.
-inline uint16_t float_to_bf16_bits(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x0040u);
-  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-// Exact: a bf16 is the upper half of an f32.
-inline float bf16_bits_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+// Note [bf16 conversion]: f32 operands are rounded to bf16 by ember::float_to_bfloat16_bits
+// (core/float16.h), the one conversion DType::bf16 tensors use: round to nearest even, NaN kept a
+// quiet NaN of the same sign. So gemm_bf16 on an f32 operand equals gemm_bf16 on that tensor's
+// .to(bf16), bit for bit.
 
 // One operand of gemm_bf16: exactly one of bf16 and f32 is set. Element (r, c) of the stored
 // matrix is at data[r * ld + c]; trans as in cpu::gemm (A stored (K, M), B stored (N, K)).

@@ -15,7 +15,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "a Bf16Pair's low half is the lower address");
 
 uint16_t bf16_bits(uint16_t x) { return x; }
-uint16_t bf16_bits(float x) { return float_to_bf16_bits(x); }
+uint16_t bf16_bits(float x) { return float_to_bfloat16_bits(x); }
 Bf16Pair make_pair(uint16_t even, uint16_t odd) { return Bf16Pair(even) | Bf16Pair(odd) << 16; }
 
 constexpr int64_t kChunk = 64;  // steps per pass of the row-contiguous packing: 8 x 64 words, 2 KiB

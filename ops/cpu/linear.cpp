@@ -1,26 +1,22 @@
-// The linear layer's forward on the CPU: one GEMM whose initial C is the broadcast bias and whose
-// epilogue is the activation.
-#include <algorithm>
-
-#include "core/parallel.h"
+// The linear layer's forward on the CPU: one GEMM whose epilogue adds the bias and applies the
+// activation while each tile is in registers. bf16 operands are read as bf16 and accumulated in
+// f32, rounded once (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h).
+#include "ops/cpu/gemm_typed.h"
 #include "ops/kernels.h"
-#include "ops/cpu/gemm.h"
 
 namespace ember::cpu {
 
+// x: (M, K), w: (N, K), b: (N) or undefined -> y: (M, N) = act(x w^T + b), all contiguous and of
+// one dtype (f32, f64, bf16).
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y) {
-  dispatch_float(x.dtype(), "linear", [&]<class T>(TypeTag<T>) {
+  dispatch_gemm(x.dtype(), "linear", [&]<class T>(TypeTag<T>) {
     const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-    T* yp = y.data<T>();
-    if (b.defined()) {
-      const T* bp = b.data<T>();
-      parallel_for(0, M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) std::copy(bp, bp + N, yp + r * N);
-      });
-    }
+    const AccumulatorFor<T> acc(y);
+    const BiasFor<T> bias(b);
     // y (M, N) = x (M, K) @ w^T, w read as the transpose of the row-major (N, K) weight.
-    gemm<T>(false, true, M, N, K, T(1), x.data<T>(), K, w.data<T>(), K, b.defined() ? T(1) : T(0), yp, N,
-            act);
+    gemm_typed<T>(false, true, M, N, K, x.data<T>(), K, w.data<T>(), K, acc_t<T>(0), acc.data(), N, act,
+                  {nullptr, bias.data()});
+    acc.store(y);
   });
 }
 

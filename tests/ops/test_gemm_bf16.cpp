@@ -19,8 +19,6 @@
 
 using namespace ember;
 using namespace ember::cpu::gemm_detail;
-using cpu::bf16_bits_to_float;
-using cpu::float_to_bf16_bits;
 
 namespace {
 
@@ -50,9 +48,9 @@ struct Matrix {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
   Matrix(size_t n, uint32_t seed) : f32(random_values(n, seed)), bf16(n) {
-    for (size_t i = 0; i < n; ++i) bf16[i] = float_to_bf16_bits(f32[i]);
+    for (size_t i = 0; i < n; ++i) bf16[i] = float_to_bfloat16_bits(f32[i]);
   }
-  double rounded(int64_t i) const { return bf16_bits_to_float(bf16[size_t(i)]); }
+  double rounded(int64_t i) const { return bfloat16_bits_to_float(bf16[size_t(i)]); }
   cpu::GemmOperand operand(bool as_bf16, int64_t ld, bool trans) const {
     return as_bf16 ? cpu::gemm_operand(bf16.data(), ld, trans) : cpu::gemm_operand(f32.data(), ld, trans);
   }
@@ -159,7 +157,7 @@ std::vector<NamedBlocking> blockings() {
 
 }  // namespace
 
-TEST_CASE("float_to_bf16_bits rounds to nearest even, carries into the exponent and keeps NaN a NaN",
+TEST_CASE("float_to_bfloat16_bits rounds to nearest even, carries into the exponent and keeps NaN a NaN",
           "[gemm][bf16]") {
   struct Expect {
     uint32_t f32;
@@ -188,10 +186,10 @@ TEST_CASE("float_to_bf16_bits rounds to nearest even, carries into the exponent 
   };
   for (const Expect& e : cases) {
     INFO("f32 bits 0x" << std::hex << e.f32);
-    REQUIRE(float_to_bf16_bits(float_of(e.f32)) == e.bf16);
+    REQUIRE(float_to_bfloat16_bits(float_of(e.f32)) == e.bf16);
   }
-  REQUIRE(bits_of(bf16_bits_to_float(0x3F82)) == 0x3F820000u);
-  REQUIRE(bf16_bits_to_float(0xC040) == -3.0f);
+  REQUIRE(bits_of(bfloat16_bits_to_float(0x3F82)) == 0x3F820000u);
+  REQUIRE(bfloat16_bits_to_float(0xC040) == -3.0f);
 }
 
 TEST_CASE("bf16 GEMM matches a double reference for every transposition, operand type, alpha, beta, activation "
