@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/gemm_packed.h"
+#include "gemm_reference.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -63,34 +64,11 @@ void check_against_reference(const Case& t, const Operands& in, const std::vecto
   const float* A = in.a.data();
   const float* B = in.b.data();
   double worst = 0;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < t.M; ++i) {
-    for (int64_t j = 0; j < t.ldc(); ++j) {
-      const double c0 = in.c[size_t(i * t.ldc() + j)];
-      const double y = got[size_t(i * t.ldc() + j)];
-      if (j >= t.N) {
-        if (y != c0) ++bad;
-        continue;
-      }
-      double sum = 0, magnitude = 0;
-      for (int64_t k = 0; k < t.K; ++k) {
-        const double a = t.ta ? A[k * t.lda() + i] : A[i * t.lda() + k];
-        const double b = t.tb ? B[j * t.ldb() + k] : B[k * t.ldb() + j];
-        sum += a * b;
-        magnitude += std::fabs(a * b);
-      }
-      const double bias = (t.row_bias() ? double(in.row_bias[size_t(i)]) : 0.0) +
-                          (t.column_bias() ? double(in.column_bias[size_t(j)]) : 0.0);
-      const double pre = double(t.alpha) * sum + (t.beta == 0 ? 0.0 : double(t.beta) * c0) + bias;
-      const double want = apply_activation(t.act, pre);
-      // f32 sums: about K rounding errors of the sum's magnitude, plus the epilogue's few.
-      const double tol =
-          1.2e-7 * double(t.K + 4) * (std::fabs(t.alpha) * magnitude + std::fabs(t.beta * c0) + std::fabs(bias)) + 1e-6;
-      const double err = std::fabs(y - want);
-      if (!(err <= tol)) ++bad;
-      if (!(err <= worst)) worst = err;
-    }
-  }
+  const int64_t bad = test::GemmReference{t.M, t.N, t.K, t.ldc(), t.alpha, t.beta, t.act}.count_errors(
+      [&](int64_t i, int64_t k) { return t.ta ? A[k * t.lda() + i] : A[i * t.lda() + k]; },
+      [&](int64_t k, int64_t j) { return t.tb ? B[j * t.ldb() + k] : B[k * t.ldb() + j]; },
+      [&](int64_t i) { return t.row_bias() ? in.row_bias[size_t(i)] : 0.0f; },
+      [&](int64_t j) { return t.column_bias() ? in.column_bias[size_t(j)] : 0.0f; }, in.c, got, &worst);
   INFO(what << ": " << (t.ta ? "A^T" : "A") << " " << (t.tb ? "B^T" : "B") << " M " << t.M << " N " << t.N << " K "
             << t.K << " alpha " << t.alpha << " beta " << t.beta << " act " << int(t.act) << " bias " << t.bias
             << ", worst error " << worst);

@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_packed.h"
+#include "gemm_reference.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -86,38 +87,16 @@ struct Operands {
 
 // Checks `got` (C after the GEMM) against the double reference on the bf16-rounded operands, and
 // that the columns of C past N are untouched.
+// A product of two bf16 (8 significant bits each) is exact in f32, so the only errors are the f32
+// sums' (gemm_reference.h); a bf16 rounding wrong by one unit would be off by ~2^-9 of a term.
 void check_against_reference(const Case& t, const Operands& in, const std::vector<float>& got,
                              const std::string& what) {
   double worst = 0;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < t.M; ++i) {
-    for (int64_t j = 0; j < t.ldc(); ++j) {
-      const double c0 = in.c[size_t(i * t.ldc() + j)];
-      const double y = got[size_t(i * t.ldc() + j)];
-      if (j >= t.N) {
-        if (y != c0) ++bad;
-        continue;
-      }
-      double sum = 0, magnitude = 0;
-      for (int64_t k = 0; k < t.K; ++k) {
-        const double a = in.a.rounded(t.ta ? k * t.lda() + i : i * t.lda() + k);
-        const double b = in.b.rounded(t.tb ? j * t.ldb() + k : k * t.ldb() + j);
-        sum += a * b;
-        magnitude += std::fabs(a * b);
-      }
-      const double bias = (t.bias & 1 ? double(in.row_bias[size_t(i)]) : 0.0) +
-                          (t.bias & 2 ? double(in.column_bias[size_t(j)]) : 0.0);
-      const double want = apply_activation(t.act, double(t.alpha) * sum + (t.beta == 0 ? 0.0 : t.beta * c0) + bias);
-      // A product of two bf16 (8 significant bits each) is exact in f32, so the only errors are
-      // the f32 sums': at most about K roundings of 2^-24 of sum |a||b| (1e-5 of it at K ~ 80),
-      // plus the epilogue's few. A bf16 rounding wrong by one unit would be off by ~2^-9 of a term.
-      const double tol =
-          1.2e-7 * double(t.K + 4) * (std::fabs(t.alpha) * magnitude + std::fabs(t.beta * c0) + std::fabs(bias)) + 1e-6;
-      const double err = std::fabs(y - want);
-      if (!(err <= tol)) ++bad;
-      if (!(err <= worst)) worst = err;
-    }
-  }
+  const int64_t bad = test::GemmReference{t.M, t.N, t.K, t.ldc(), t.alpha, t.beta, t.act}.count_errors(
+      [&](int64_t i, int64_t k) { return in.a.rounded(t.ta ? k * t.lda() + i : i * t.lda() + k); },
+      [&](int64_t k, int64_t j) { return in.b.rounded(t.tb ? j * t.ldb() + k : k * t.ldb() + j); },
+      [&](int64_t i) { return t.bias & 1 ? in.row_bias[size_t(i)] : 0.0f; },
+      [&](int64_t j) { return t.bias & 2 ? in.column_bias[size_t(j)] : 0.0f; }, in.c, got, &worst);
   INFO(what << ": " << (t.ta ? "A^T" : "A") << (t.a_bf16() ? " bf16 " : " f32 ") << (t.tb ? "B^T" : "B")
             << (t.b_bf16() ? " bf16" : " f32") << " M " << t.M << " N " << t.N << " K " << t.K << " alpha "
             << t.alpha << " beta " << t.beta << " act " << int(t.act) << " bias " << t.bias << ", worst error "
