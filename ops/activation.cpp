@@ -2,7 +2,6 @@
 
 #include "ops/kernels.h"
 #include "ops/ops.h"
-#include "ops/reduced_precision.h"
 
 namespace ember {
 
@@ -46,10 +45,6 @@ BiasActivationGrad bias_activation_backward(Tensor dy, const Tensor& y, Activati
     check_same_device(op, dy, y);
   }
   if (act == Activation::none && !bias_grad) return {dy, Tensor()};
-  if (is_reduced_float(dy.dtype()) && !dy.device().is_cpu()) {  // the CUDA kernel is f32/f64: widen
-    const auto [dz, db] = bias_activation_backward(dy.to(DType::f32), widened(y), act, channel_dim, bias_grad);
-    return {narrowed(dz, dy.dtype()), narrowed(db, dy.dtype())};
-  }
 
   const Shape& s = dy.shape();
   const int64_t outer = numel_of(Shape(s.begin(), s.begin() + cd));
