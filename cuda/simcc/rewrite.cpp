@@ -80,6 +80,10 @@ class Rewriter {
     while (i < s_.size()) {
       if (code_[i] && s_.compare(i, 3, "<<<") == 0) {
         i = rewrite_launch(i);
+      } else if (!null_arguments_.empty() && null_arguments_.front() == i) {
+        null_arguments_.erase(null_arguments_.begin());
+        out_ += "nullptr";
+        i += 4;
       } else if (code_[i] && word_at(i, "extern")) {
         const size_t after = skip_space(i + 6);
         if (word_at(after, "__shared__")) {
@@ -224,7 +228,33 @@ class Rewriter {
     out_ += newlines;
     out_.append(s_.substr(close + 3, paren - close - 3));  // comments or white space before `(`
     limit_ = paren;
+    find_null_arguments(paren);
     return paren;  // the arguments are scanned as ordinary code
+  }
+
+  // Note [NULL kernel argument]: the launch keeps its arguments by value (decayed) before it
+  // calls the kernel, and g++'s NULL is `__null`, an integer: stored, it is a `long` that no
+  // longer converts to the kernel's pointer parameter, where nvcc converts the literal itself.
+  // An argument that is exactly `NULL` is therefore written as `nullptr` (the same null pointer;
+  // nvcc would also accept NULL for an integer parameter, which then fails to compile, naming
+  // the line). Records the positions of such arguments in the list opened at `paren`.
+  void find_null_arguments(size_t paren) {
+    int depth = 0;
+    size_t arg_begin = paren + 1;
+    for (size_t i = paren; i < s_.size(); ++i) {
+      if (!code_[i]) continue;
+      const char c = s_[i];
+      const bool opens = c == '(' || c == '[' || c == '{', closes = c == ')' || c == ']' || c == '}';
+      if (opens) ++depth;
+      if (closes) --depth;
+      if ((depth == 1 && c == ',') || (depth == 0 && closes)) {
+        const size_t first = skip_space(arg_begin);
+        if (first + 4 <= i && word_at(first, "NULL") && skip_space(first + 4) == i)  // a nested launch may have added later ones
+          null_arguments_.insert(std::lower_bound(null_arguments_.begin(), null_arguments_.end(), first), first);
+        arg_begin = i + 1;
+      }
+      if (depth == 0 || c == ';') return;  // the list ended (or was unbalanced: the compiler says so)
+    }
   }
 
   size_t rewrite_extern_shared(size_t at, size_t after) {
@@ -271,6 +301,7 @@ class Rewriter {
   std::vector<bool> braces_;   // open braces: true for namespace / extern "C" blocks
   size_t statement_start_ = 0;  // after the last `;`, `{` or `}`
   size_t limit_ = 0;            // backward scans stop here (the end of the last rewrite)
+  std::vector<size_t> null_arguments_;  // ascending: `NULL` arguments to write as `nullptr`
 };
 
 }  // namespace

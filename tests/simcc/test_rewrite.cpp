@@ -39,6 +39,16 @@ TEST_CASE("rewrite: plain and four-part launches") {
   CHECK(body("k <<< 1 , 2 >>> ();") == launch_of("k", " 1 , 2 ") + " ();");
 }
 
+TEST_CASE("rewrite: a NULL argument becomes nullptr, NULL inside an expression stays") {
+  // Note [NULL kernel argument] in cuda/simcc/rewrite.cpp.
+  CHECK(body("k<<<g, b>>>(x, NULL, y);") == launch_of("k", "g, b") + "(x, nullptr, y);");
+  CHECK(body("k<<<g, b>>>( NULL );") == launch_of("k", "g, b") + "( nullptr );");
+  CHECK(body("k<<<g, b>>>(NULL,NULL);") == launch_of("k", "g, b") + "(nullptr,nullptr);");
+  CHECK(body("k<<<g, b>>>(p == NULL ? a : b, f(NULL), \"NULL\", NULLABLE);") ==
+        launch_of("k", "g, b") + "(p == NULL ? a : b, f(NULL), \"NULL\", NULLABLE);");
+  CHECK(body("f(NULL); k<<<1, 1>>>(/* NULL */ x);") == "f(NULL); " + launch_of("k", "1, 1") + "(/* NULL */ x);");
+}
+
 TEST_CASE("rewrite: templated and qualified kernels") {
   CHECK(body("k<float, 4><<<1, 2>>>(p);") == launch_of("k<float, 4>", "1, 2") + "(p);");
   CHECK(body("ns::k<A<B<int>>, (N > 2)><<<1, 2>>>(p);") == launch_of("ns::k<A<B<int>>, (N > 2)>", "1, 2") + "(p);");

@@ -1,11 +1,15 @@
 // Launch configurations a GPU refuses, and the opt-in that makes a large one legal: a block of
 // 1025 threads fails with cudaErrorInvalidConfiguration from cudaGetLastError() and runs
 // nothing; 64 KiB of dynamic shared memory fails until cudaFuncSetAttribute raises the kernel's
-// limit, also for a kernel template launched with its arguments deduced.
+// limit, also for a kernel template launched with its arguments deduced. A NULL literal passed
+// for a pointer parameter reaches the kernel as a null pointer, as with nvcc.
 #include <cstdio>
 #include "check.cuh"
 
 __global__ void mark(int* flag) { *flag = 1; }
+
+// Adds `bias` where one is given; llm.c passes NULL for a missing optional buffer.
+__global__ void add_optional(float* out, const float* bias) { out[threadIdx.x] += bias == NULL ? 1.0f : bias[threadIdx.x]; }
 
 template <typename T>
 __global__ void fill_shared(T* out, T value) {
@@ -56,6 +60,13 @@ int main() {
       ++bad;
       break;
     }
+  }
+  add_optional<<<1, threads>>>(out, NULL);  // 2.5 + 1 everywhere
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+  if (got[0] != 3.5f || got[threads - 1] != 3.5f) {
+    std::fprintf(stderr, "launch_config: NULL bias: expected 3.5, got %g and %g\n", got[0], got[threads - 1]);
+    ++bad;
   }
   cudaFree(flag);
   cudaFree(out);
