@@ -44,6 +44,7 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to lay out (PyTorch agrees); its strides are arbitrary
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     const int64_t n = shape()[i];

@@ -35,6 +35,8 @@ TEST_CASE("tensor: views share storage with their base", "[tensor]") {
   CHECK(every_other.strides() == Strides{4, 2});
   CHECK(t.strides() == Strides{1, 4});
   CHECK_FALSE(t.is_contiguous());
+  CHECK(zeros({3, 0}).is_contiguous());  // an empty tensor is contiguous whatever its strides
+  CHECK(zeros({3, 0}).transpose(0, 1).is_contiguous());
   row.fill_(-1.0);  // a write through a view is seen by the base
   CHECK(x.to_vector<float>() == std::vector<float>{0, 1, 2, 3, -1, -1, -1, -1, 8, 9, 10, 11});
   every_other.fill_(7.0);

@@ -30,6 +30,10 @@ TEST_CASE("cuda: to(cuda) and cpu() round-trip every dtype, and values stay on t
   Tensor e = zeros({0, 4}).to(kCuda);
   CHECK(e.numel() == 0);
   CHECK(e.cpu().shape() == Shape{0, 4});
+  for (const Shape& empty : {Shape{3, 0}, Shape{2, 0, 5}}) {  // a zero after the first dimension, too
+    Tensor z = zeros(empty, {.dtype = DType::bf16}).to(kCuda);
+    CHECK(z.cpu().shape() == empty);
+  }
   CHECK(full({}, 2.5).to(kCuda).item() == 2.5);
 }
 
