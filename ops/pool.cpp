@@ -62,10 +62,21 @@ Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<In
 }
 
 // ---- max -------------------------------------------------------------------------------------
+// Note [Native 16-bit max pooling]: a maximum is one of its inputs, so the CPU kernels pool bf16
+// and f16 directly (comparing in float) and return what widening to f32 and rounding back would,
+// without the two conversion passes. Their backward is native too when the windows do not
+// overlap (stride >= kernel): every input element then receives at most one gradient, exactly.
+// Overlapping windows sum gradients, which must happen in f32 and round once, so that case, and
+// every 16-bit case on cuda, takes the widening fallback (Note [Reduced-precision fallback]).
+namespace {
+bool native_16bit_max_pool(const Tensor& t) { return t.device().is_cpu(); }
+bool windows_overlap(const Pool2dGeometry& g) { return g.stride_h < g.kernel_h || g.stride_w < g.kernel_w; }
+}  // namespace
+
 ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
                                       IntPair padding) {
   check_pool_input(x, "max_pool2d");
-  if (is_reduced_float(x.dtype())) {  // max is exact in any precision: widen, then round back losslessly
+  if (is_reduced_float(x.dtype()) && !native_16bit_max_pool(x)) {
     ValuesIndices r = max_pool2d_with_indices(widened(x), kernel, stride, padding);
     return {narrowed(r.values, x.dtype()), r.indices};
   }
@@ -89,8 +100,9 @@ Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
                            std::optional<IntPair> stride, IntPair padding) {
   const char* op = "max_pool2d_backward";
-  if (is_reduced_float(dy.dtype())) return narrowed(max_pool2d_backward(widened(dy), indices, input_shape, kernel, stride, padding), dy.dtype());
   const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
+  if (is_reduced_float(dy.dtype()) && (!native_16bit_max_pool(dy) || windows_overlap(g)))
+    return narrowed(max_pool2d_backward(widened(dy), indices, input_shape, kernel, stride, padding), dy.dtype());
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
   EMBER_CHECK(indices.dtype() == DType::i64 && indices.shape() == dy.shape(), op,
               ": expected i64 indices of shape ", shape_str(dy.shape()), ", got ", dtype_name(indices.dtype()), " ",

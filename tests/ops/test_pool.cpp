@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ember.h"
 #include "support/test_support.h"
@@ -61,6 +62,86 @@ TEST_CASE("max_pool2d backward sums the gradients of overlapping windows", "[poo
   sum(max_pool2d(x, 3, 1)).backward();
   REQUIRE(x.grad().to_vector<float>()[5] == 4.0f);
   REQUIRE(sum(x.grad()).item() == 4.0);
+}
+
+namespace {
+// Max pooling by definition (no padding): each window scanned row by row, a later value wins if it
+// is greater or NaN; the backward adds each window's gradient at its maximum. In double.
+struct NaivePool {
+  std::vector<double> values, grad_in;
+  std::vector<int64_t> indices;
+};
+NaivePool naive_max_pool(const Tensor& x, const Tensor& dy, int64_t k, int64_t stride) {
+  const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Ho = (H - k) / stride + 1, Wo = (W - k) / stride + 1;
+  const std::vector<double> in = x.to(DType::f64).contiguous().to_vector<double>();
+  const std::vector<double> g = dy.to(DType::f64).contiguous().to_vector<double>();
+  NaivePool r{{}, std::vector<double>(in.size(), 0.0), {}};
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        int64_t arg = (oh * stride) * W + ow * stride;
+        double best = in[p * H * W + arg];
+        for (int64_t h = oh * stride; h < oh * stride + k; ++h)
+          for (int64_t w = ow * stride; w < ow * stride + k; ++w) {
+            const double v = in[p * H * W + h * W + w];
+            if (v > best || std::isnan(v)) best = v, arg = h * W + w;
+          }
+        r.values.push_back(best);
+        r.indices.push_back(arg);
+        r.grad_in[p * H * W + arg] += g[(p * Ho + oh) * Wo + ow];
+      }
+  return r;
+}
+
+// Values with many ties, NaNs and infinities, so that the scan order and the NaN rule matter.
+Tensor tie_heavy(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor x = randint(-3, 4, shape, {.dtype = DType::i64}, &gen).to(DType::f32);
+  float* v = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); i += 37) v[i] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 5; i < x.numel(); i += 53) v[i] = -std::numeric_limits<float>::infinity();
+  return x;
+}
+
+void check_same(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
+    else CHECK(got[i] == want[i]);
+  }
+}
+}  // namespace
+
+// Note [Max pool in blocks] and [Native 16-bit max pooling]: the 2x2 stride-2 pass works on
+// blocks of 16 outputs plus a scalar tail (widths 37 and 9 here give both, odd sizes leave a
+// last row and column in no window), and bf16 / f16 pool without widening. Every dtype's values,
+// indices and input gradient equal pooling by definition; the gradient of the non-overlapping
+// 3x3 stride-3 windows is native in 16 bits too, the overlapping 3x3 stride-2 one widens.
+TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by definition", "[pool][f16]") {
+  struct Case {
+    int64_t k, stride;
+  };
+  for (const Shape& shape : {Shape{2, 3, 9, 37}, Shape{1, 2, 6, 9}}) {
+    for (Case c : {Case{2, 2}, Case{3, 3}, Case{3, 2}}) {
+      const Tensor x32 = tie_heavy(shape, uint64_t(shape[3] * 10 + c.k * 3 + c.stride));
+      for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+        INFO(shape_str(shape) << " kernel " << c.k << " stride " << c.stride << " " << dtype_name(dt));
+        const Tensor x = x32.to(dt).detach().requires_grad_();
+        auto [y, indices] = max_pool2d_with_indices(x, c.k, c.stride);
+        Generator gen(7);
+        const Tensor dy = randint(-8, 9, y.shape(), {.dtype = DType::i64}, &gen).to(dt);  // exact in every dtype
+        const NaivePool want = naive_max_pool(x.detach(), dy, c.k, c.stride);
+        CHECK(y.dtype() == dt);
+        check_same(y.to(DType::f64).contiguous().to_vector<double>(), want.values);
+        CHECK(indices.to_vector<int64_t>() == want.indices);
+        y.backward(dy);
+        CHECK(x.grad().dtype() == dt);
+        check_same(x.grad().to(DType::f64).contiguous().to_vector<double>(), want.grad_in);
+      }
+    }
+  }
 }
 
 TEST_CASE("pooling errors name the op, the expectation and the input", "[pool][errors]") {
