@@ -57,7 +57,7 @@ std::vector<double> alternating_median_ms(const std::vector<std::function<void()
 
 }  // namespace
 
-void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double fma_peak) {
+void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double fma_peak, double bf16_peak) {
   const GemmShape shapes[] = {{32, 32, 32},     {64, 64, 64},     {128, 128, 128},   {256, 256, 256},
                               {512, 512, 512},  {1024, 1024, 1024}, {2048, 2048, 2048}, {32, 3136, 288},
                               {64, 196, 576},   {2048, 49, 1024}};
@@ -88,9 +88,7 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     for (size_t r = 0; r < ms.size(); ++r) {
       const double gflops = flops / (ms[r] * 1e6);
       const bool bf16 = r >= 2;
-      // Note [bf16 peak]: vdpbf16ps does two multiply-adds per lane at the rate of one FMA (the
-      // same instructions per second measured on this machine's Zen 5), so twice the FMA peak.
-      const double peak = bf16 ? 2 * fma_peak : fma_peak;
+      const double peak = bf16 && bf16_peak > 0 ? bf16_peak : fma_peak;  // Note [bf16 peak] (machine_peak.cpp)
       std::vector<std::string> cells{names[r], s.label(), std::to_string(threads), fixed(ms[r], 3),
                                      fixed(gflops, 1) + " GFLOP/s", fixed(peak, 1) + " GFLOP/s",
                                      fixed(100 * gflops / peak, 1) + "%"};

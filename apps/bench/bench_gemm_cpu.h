@@ -12,6 +12,6 @@ namespace ember::bench {
 
 // Prints four rows per shape ("gemm ember", "gemm eigen", "gemm bf16", "gemm bf16xf32") at the
 // pool's current thread count; the bf16 rows add their rate against gemm ember's.
-void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double fma_peak);
+void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double fma_peak, double bf16_peak);
 
 }  // namespace ember::bench

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "apps/bench/machine_peak.h"
 #include "apps/bench/peer_script.h"
 #include "apps/bench/timing.h"
 #include "datasets/data_loader.h"
@@ -79,7 +80,7 @@ void bench_mnist(const BenchMnistOptions& o, std::ostream& out) {
   out << "ember bench mnist: one epoch of mnist_cnn (SGD lr 0.01, cross-entropy, shuffled, drop last), "
       << num_threads() << " thread(s), " << std::max(o.rounds, 1)
       << " alternating round(s), fastest kept; PyTorch (fp32) "
-      << (o.with_pytorch ? "measured in the same run" : "skipped") << "\n\n";
+      << (o.with_pytorch ? "measured in the same run" : "skipped") << "\ncpu: " << cpu_identity() << "\n\n";
   Table table({"batch", "precision", "ember s", "vs fp32", "pytorch s", "speedup", "ember acc", "pytorch acc",
                "ember peak MiB"},
               {6, 10, 9, 8, 10, 8, 10, 12, 14});

@@ -5,6 +5,7 @@
 #include <map>
 #include <ostream>
 
+#include "apps/bench/machine_peak.h"
 #include "apps/bench/peer_script.h"
 #include "ops/autocast.h"
 #include "apps/bench/timing.h"
@@ -261,7 +262,7 @@ void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ost
   for (const std::string& p : o.precisions) (void)autocast_of(p);
   out << "ember bench seresnext: NVIDIA's protocol on synthetic data, " << num_threads() << " thread(s), best of "
       << o.rounds << " alternating rounds; training: " << o.iters << " SGD steps after " << o.warmup
-      << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped") << "\n\n";
+      << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped") << "\ncpu: " << cpu_identity() << "\n\n";
   for (const std::string& name : o.models) {
     Subject s = subject(name, o);
     bench_training(s, o, out, log);

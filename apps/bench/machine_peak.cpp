@@ -1,6 +1,9 @@
 #include "apps/bench/machine_peak.h"
 
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <immintrin.h>
 #include <vector>
 
 #include "apps/bench/timing.h"
@@ -12,6 +15,9 @@ namespace {
 // Note [FMA peak]: 16 independent accumulators cover the FMA latency (4 cycles) times the two
 // FMA ports with room to spare; the vector width follows the build (-march=native gives
 // AVX-512 here). The compiler cannot fold the loop because the inputs come through volatile.
+// The chain loop is unrolled by pragma so that the accumulators live in registers: without it
+// GCC kept them in memory on an Intel build, and the "peak" came out at half what the GEMM
+// itself reached.
 typedef float vec __attribute__((vector_size(64)));
 constexpr int kChains = 16;
 constexpr int64_t kIters = 1 << 20;
@@ -20,28 +26,84 @@ float fma_loop(float seed) {
   vec acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = vec{} + seed * float(c + 1);
   const vec mul = vec{} + 0.999999f, add = vec{} + 1e-7f;
-  for (int64_t i = 0; i < kIters; ++i)
+  for (int64_t i = 0; i < kIters; ++i) {
+#pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * mul + add;
+  }
   float s = 0;
   for (int c = 0; c < kChains; ++c)
     for (int l = 0; l < int(sizeof(vec) / sizeof(float)); ++l) s += acc[c][l];
   return s;
 }
 
+#if defined(__AVX512BF16__)
+// Note [bf16 peak]: the rate of vdpbf16ps (16 lanes, two multiply-adds each) in the same chains.
+// It differs by CPU: on the Zen 5 machine where ember's bf16 GEMM was written it matched the
+// FMA's instruction rate (twice its flops); on an Emerald Rapids machine (family 6, model 207)
+// it ran at half the FMA's instruction rate, so at the same flops, and a bf16 GEMM there cannot
+// beat the f32 one. Measuring it keeps the bf16 rows' "% of peak" honest on either.
+constexpr int kBf16Chains = 12;
+float bf16_dot_loop(float seed) {
+  __m512 acc[kBf16Chains];
+  for (int c = 0; c < kBf16Chains; ++c) acc[c] = _mm512_set1_ps(seed * float(c + 1));
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(short(0x3f80)), y = (__m512bh)_mm512_set1_epi16(short(0x3380));
+  for (int64_t i = 0; i < kIters; ++i) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kBf16Chains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], x, y);
+  }
+  alignas(64) float lanes[16];
+  float s = 0;
+  for (int c = 0; c < kBf16Chains; ++c) {
+    _mm512_store_ps(lanes, acc[c]);
+    for (float v : lanes) s += v;
+  }
+  return s;
+}
+#endif
+
 volatile float g_seed = 1.0f, g_sink = 0.0f;
+
+// GFLOP/s of `threads` threads each running `loop` once, which does `flops_per_thread`.
+template <class Loop>
+double measure_loop_gflops(int threads, double flops_per_thread, Loop loop) {
+  const double ms = median_ms(
+      [&] {
+        parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) g_sink = g_sink + loop(g_seed);
+        });
+      },
+      {.warmup = 1, .blocks = 5, .iters = 1, .sync = {}});
+  return flops_per_thread * threads / (ms * 1e6);
+}
 
 }  // namespace
 
 double measure_fma_gflops(int threads) {
-  const double flops_per_thread = 2.0 * kChains * double(sizeof(vec) / sizeof(float)) * double(kIters);
-  const double ms = median_ms(
-      [&] {
-        parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) g_sink = g_sink + fma_loop(g_seed);
-        });
-      },
-      {.warmup = 1, .blocks = 5, .iters = 1});
-  return flops_per_thread * threads / (ms * 1e6);
+  return measure_loop_gflops(threads, 2.0 * kChains * double(sizeof(vec) / sizeof(float)) * double(kIters), fma_loop);
+}
+
+double measure_bf16_dot_gflops(int threads) {
+#if defined(__AVX512BF16__)
+  return measure_loop_gflops(threads, 4.0 * 16 * kBf16Chains * double(kIters), bf16_dot_loop);
+#else
+  return 0;  // the portable bf16 micro-kernel widens to f32: its peak is the FMA's
+#endif
+}
+
+std::string cpu_identity() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor = "unknown vendor", family = "?", model = "?", flags;
+  auto value = [](const std::string& l) { return l.substr(l.find(':') + 2); };
+  while (std::getline(cpuinfo, line) && line.find(':') != std::string::npos) {  // the first CPU's block
+    if (line.starts_with("vendor_id")) vendor = value(line);
+    else if (line.starts_with("cpu family")) family = value(line);
+    else if (line.starts_with("model\t")) model = value(line);
+    else if (line.starts_with("flags")) flags = " " + value(line) + " ";
+  }
+  std::string id = vendor + " family " + family + " model " + model;
+  for (const char* f : {"avx512f", "avx512_bf16", "amx_bf16"})
+    id += flags.find(std::string(" ") + f + " ") != std::string::npos ? std::string(", ") + f : std::string(", no ") + f;
+  return id;
 }
 
 double measure_memcpy_gbps(int threads) {
@@ -56,7 +118,7 @@ double measure_memcpy_gbps(int threads) {
           }
         });
       },
-      {.warmup = 1, .blocks = 5, .iters = 2});
+      {.warmup = 1, .blocks = 5, .iters = 2, .sync = {}});
   return 2.0 * double(bytes) / (ms * 1e6);
 }
 
