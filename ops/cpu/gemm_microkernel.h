@@ -65,6 +65,9 @@ MicroKernel avx512_micro_kernel();
 void portable_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m,
                                 int n, const TileUpdate& update);
 Bf16MicroKernel avx512_bf16_micro_kernel();
+// The multiply-adds per second of vdpbf16ps over those of vfmadd (zmm, independent chains,
+// measured once, about 2 ms); 0 where the build has no AVX512-BF16 (Note [Widened bf16 GEMM]).
+double avx512_bf16_dot_speedup();
 
 // The epilogue of the portable kernels: c = act(alpha * acc + beta * c + bias) for the tile's
 // rows [0, m) and columns [0, n).

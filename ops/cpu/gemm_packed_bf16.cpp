@@ -2,7 +2,9 @@
 // pairs of bf16 along K (Note [bf16 packed panels] in ops/cpu/gemm_microkernel.h), run by the
 // packed GEMM's loop nest (ops/cpu/gemm_loop_nest.h) with a bf16 micro-kernel.
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "core/error.h"
@@ -140,18 +142,46 @@ const Blocking& bf16_cache_blocking() {
   return blocking;
 }
 
-Bf16MicroKernel default_bf16_micro_kernel() {
-  const Bf16MicroKernel fast = avx512_bf16_micro_kernel();
-  return fast ? fast : portable_bf16_micro_kernel;
+// Note [Widened bf16 GEMM]: vdpbf16ps does two multiply-adds per lane, but not at the same
+// instruction rate on every CPU: on the Zen 5 machine where this GEMM was written it issued as
+// fast as vfmadd (so bf16 ran at twice the f32 rate), while on an Emerald Rapids machine
+// (family 6, model 207) it issued at half that rate, so no faster in multiply-adds than f32, and
+// the pair kernel, with its costlier packing, ran at 0.55-0.98x the f32 GEMM (`ember bench ops`).
+// There the better bf16 GEMM widens each operand to f32 while packing (exact) and runs the f32
+// micro-kernel: the bf16 operands still halve the traffic of the reads, and the products are
+// the same exact products. The choice is made once per process by timing both instructions
+// (avx512_bf16_dot_speedup, about 2 ms): the pair kernel where vdpbf16ps gives at least 1.2x the
+// FMA's multiply-adds, the widened one elsewhere, and always without AVX512-BF16 (widening to
+// the AVX-512 f32 kernel beats the portable pair kernel). EMBER_BF16_GEMM=dot|widened forces one,
+// to measure them against each other.
+Bf16Kernel default_bf16_kernel() {
+  static const Bf16Kernel kernel = [] {
+    const Bf16MicroKernel dot = avx512_bf16_micro_kernel();
+    const Bf16Kernel widened{nullptr, default_micro_kernel()};
+    const char* forced = std::getenv("EMBER_BF16_GEMM");
+    if (forced && std::string_view(forced) == "widened") return widened;
+    if (forced && std::string_view(forced) == "dot") return Bf16Kernel{dot ? dot : portable_bf16_micro_kernel, nullptr};
+    return dot && avx512_bf16_dot_speedup() >= 1.2 ? Bf16Kernel{dot, nullptr} : widened;
+  }();
+  return kernel;
 }
 
-void gemm_packed_bf16(Bf16MicroKernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K,
-                      float alpha, const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc,
-                      Activation act, const float* row_bias, const float* column_bias) {
+const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel) {
+  return kernel.dot ? bf16_cache_blocking() : cache_blocking();
+}
+
+void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha,
+                      const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc, Activation act,
+                      const float* row_bias, const float* column_bias) {
+  EMBER_CHECK((kernel.dot == nullptr) != (kernel.widened == nullptr),
+              "gemm_packed_bf16: expected exactly one of a dot and a widened micro-kernel");
+  if (kernel.widened)
+    return gemm_packed_bf16_widened(kernel.widened, blocking, M, N, K, alpha, A, B, beta, C, ldc, act, row_bias,
+                                    column_bias);
   Blocking even = blocking;  // a K block other than the last must hold whole pairs
   even.kc = round_up(even.kc, 2);
   const Bf16Packing packing{A, {B.bf16, B.f32, B.ld, !B.trans}};
-  run_loop_nest(packing, kernel, even, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+  run_loop_nest(packing, kernel.dot, even, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
 }
 
 }  // namespace ember::cpu::gemm_detail
@@ -165,8 +195,9 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
   if (K == 0) return gemm<float>(false, false, M, N, 0, alpha, nullptr, 1, nullptr, 1, beta, C, ldc, act, bias);
   EMBER_CHECK((A.bf16 == nullptr) != (A.f32 == nullptr), "gemm_bf16: A needs exactly one of bf16 and f32 data");
   EMBER_CHECK((B.bf16 == nullptr) != (B.f32 == nullptr), "gemm_bf16: B needs exactly one of bf16 and f32 data");
-  gemm_detail::gemm_packed_bf16(gemm_detail::default_bf16_micro_kernel(), gemm_detail::bf16_cache_blocking(), M, N, K,
-                                alpha, A, B, beta, C, ldc, act, bias.rows, bias.columns);
+  const gemm_detail::Bf16Kernel kernel = gemm_detail::default_bf16_kernel();
+  gemm_detail::gemm_packed_bf16(kernel, gemm_detail::bf16_kernel_blocking(kernel), M, N, K, alpha, A, B, beta, C, ldc,
+                                act, bias.rows, bias.columns);
 }
 
 }  // namespace ember::cpu

@@ -104,7 +104,7 @@ void check_against_reference(const Case& t, const Operands& in, const std::vecto
   REQUIRE(bad == 0);
 }
 
-std::vector<float> run_packed(Bf16MicroKernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
+std::vector<float> run_packed(Bf16Kernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
   std::vector<float> c = in.c;
   const cpu::GemmBias<float> bias = in.bias(t);
   gemm_packed_bf16(kernel, blocking, t.M, t.N, t.K, t.alpha, in.a.operand(t.a_bf16(), t.lda(), t.ta),
@@ -115,12 +115,15 @@ std::vector<float> run_packed(Bf16MicroKernel kernel, const Blocking& blocking, 
 
 struct NamedKernel {
   const char* name;
-  Bf16MicroKernel kernel;
+  Bf16Kernel kernel;
 };
 
+// Both forms of the bf16 GEMM (Note [Widened bf16 GEMM]) with every micro-kernel this build has.
 std::vector<NamedKernel> kernels() {
-  std::vector<NamedKernel> k{{"portable", portable_bf16_micro_kernel}};
-  if (avx512_bf16_micro_kernel()) k.push_back({"avx512_bf16", avx512_bf16_micro_kernel()});
+  std::vector<NamedKernel> k{{"portable", {portable_bf16_micro_kernel, nullptr}},
+                             {"widened portable", {nullptr, portable_micro_kernel}}};
+  if (avx512_bf16_micro_kernel()) k.push_back({"avx512_bf16", {avx512_bf16_micro_kernel(), nullptr}});
+  if (avx512_micro_kernel()) k.push_back({"widened avx512", {nullptr, avx512_micro_kernel()}});
   return k;
 }
 
