@@ -6,6 +6,7 @@
 
 #include "apps/bench/bench_gemm_cpu.h"
 #include "apps/bench/machine_peak.h"
+#include "ops/cpu/gemm_packed.h"
 #include "apps/bench/timing.h"
 #include "ember.h"
 
@@ -18,7 +19,9 @@ void bench_ops(std::ostream& out) {
   const int previous_threads = num_threads();
 
   out << "ember bench ops: median of 7 blocks after warm-up; f32 unless a row says bf16; peaks measured in this run\n"
-      << "cpu: " << cpu_identity() << "\n\n";
+      << "cpu: " << cpu_identity() << "; bf16 GEMM: "
+      << (cpu::gemm_detail::default_bf16_kernel().dot ? "vdpbf16ps pair kernel" : "widened to f32 while packing")
+      << " (Note [Widened bf16 GEMM]; EMBER_BF16_GEMM=dot|widened)\n\n";
   Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs f32"}, {13, 14, 7, 10, 16, 16, 9, 6});
   out << table.header() << "\n";
   for (int threads : thread_counts) {
