@@ -1,14 +1,17 @@
 // Row L2 normalisation on the CPU (contract in ops/kernels.h, the formulas in Note [Fused row
-// normalisation] in ops/normalize.cpp).
+// normalisation] in ops/normalize.cpp), parallel over rows, row sums in double.
 //
-// Note [Row blocks, columns inner]: both passes walk a block of rows column by column: for
-// column d, every row of the block. A row's sum then runs in column order whatever x's strides
-// (the same bits for x and for a transposed copy of it), the block's sums are independent
-// chains (no add waits on the one before), and a transposed x (ArcFace's W.t(), whose columns
-// are contiguous) is read sequentially, a row-major one as kRowBlock sequential streams.
+// Note [Normalisation loop order]: a row-contiguous x (the embeddings, ProxyAnchor's proxies)
+// and every backward go a row at a time, its sum in lane partials (Note [Lane reductions] in
+// ops/cpu/vec_math.h) and its writes one unit-stride loop, both vectorised. Any other x
+// (ArcFace's W.t(), whose columns are contiguous) goes kRowBlock rows at a time, column by
+// column: the reads stay sequential and each row's sum is an independent chain, so no add
+// waits on the one before.
 #include <algorithm>
+#include <cmath>
 
 #include "core/parallel.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu {
@@ -16,50 +19,54 @@ namespace {
 
 constexpr int64_t kRowBlock = 16;
 
-// fn(r, d) for the rows [r0, r1) (at most kRowBlock) and every column d < D, columns outer.
-template <class Fn>
-void for_each_in_block(int64_t r0, int64_t r1, int64_t D, Fn&& fn) {
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t r = r0; r < r1; ++r) fn(r, d);
-}
-
-// Runs block(r0, r1, sums) over the row blocks of R rows in parallel; sums: kRowBlock doubles,
-// zeroed, indexed by r - r0.
-template <class Block>
-void for_each_row_block(int64_t R, int64_t D, Block&& block) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(D * kRowBlock, 1));
-  parallel_for(0, (R + kRowBlock - 1) / kRowBlock, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      double sums[kRowBlock] = {};
-      block(b * kRowBlock, std::min(R, (b + 1) * kRowBlock), sums);
-    }
-  });
-}
-
 // max(n, eps), NaN staying NaN (the clamp's maximum).
 template <class T>
 T clamped(T n, T eps) {
   return n < eps ? eps : n;
 }
 
+// Rows [r0, r1) of a row-contiguous x, one at a time.
+template <class T>
+void forward_rows(const T* X, int64_t s0, int64_t r0, int64_t r1, int64_t D, T eps, T* Y, T* N) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = X + r * s0;
+    T* y = Y + r * D;
+    N[r] = std::sqrt(T(lane_sum(D, [&](int64_t d) { return T(x[d] * x[d]); })));
+    const T denom = clamped(N[r], eps);
+    for (int64_t d = 0; d < D; ++d) y[d] = x[d] / denom;
+  }
+}
+
+// Rows [r0, r1) (at most kRowBlock) of any other x, column by column.
+template <class T>
+void forward_columns(const T* X, int64_t s0, int64_t s1, int64_t r0, int64_t r1, int64_t D, T eps, T* Y, T* N) {
+  const int64_t n = r1 - r0;
+  const T* x = X + r0 * s0;
+  double sums[kRowBlock] = {};
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t k = 0; k < n; ++k) sums[k] += double(T(x[k * s0 + d * s1] * x[k * s0 + d * s1]));
+  T denom[kRowBlock];
+  for (int64_t k = 0; k < n; ++k) {
+    N[r0 + k] = std::sqrt(T(sums[k]));
+    denom[k] = clamped(N[r0 + k], eps);
+  }
+  T* y = Y + r0 * D;
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t k = 0; k < n; ++k) y[k * D + d] = x[k * s0 + d * s1] / denom[k];
+}
+
 template <class T>
 void forward_typed(const Tensor& x, double eps, const Tensor& y, const Tensor& norms) {
-  const int64_t D = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
+  const int64_t R = x.size(0), D = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
   const T* X = x.data<T>();
-  T* Y = y.data<T>();
-  T* N = norms.data<T>();
-  const T e = T(eps);
-  for_each_row_block(x.size(0), D, [&](int64_t r0, int64_t r1, double* sums) {
-    for_each_in_block(r0, r1, D, [&](int64_t r, int64_t d) {
-      const T v = X[r * s0 + d * s1];
-      sums[r - r0] += double(T(v * v));
-    });
-    T denom[kRowBlock];
-    for (int64_t r = r0; r < r1; ++r) {
-      N[r] = std::sqrt(T(sums[r - r0]));
-      denom[r - r0] = clamped(N[r], e);
-    }
-    for_each_in_block(r0, r1, D, [&](int64_t r, int64_t d) { Y[r * D + d] = X[r * s0 + d * s1] / denom[r - r0]; });
+  const bool by_rows = s1 == 1;
+  const int64_t blocks = by_rows ? R : (R + kRowBlock - 1) / kRowBlock, rows_per_block = by_rows ? 1 : kRowBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(D * rows_per_block, 1));
+  parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    const int64_t r0 = b0 * rows_per_block, r1 = std::min(R, b1 * rows_per_block);
+    if (by_rows) return forward_rows(X, s0, r0, r1, D, T(eps), y.data<T>(), norms.data<T>());
+    for (int64_t r = r0; r < r1; r += kRowBlock)
+      forward_columns(X, s0, s1, r, std::min(r1, r + kRowBlock), D, T(eps), y.data<T>(), norms.data<T>());
   });
 }
 
@@ -69,20 +76,18 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& norms, do
   const T* G = grad.data<T>();
   const T* Y = y.data<T>();
   const T* N = norms.data<T>();
-  T* DX = dx.data<T>();  // may be G: a row block is read whole before it is written
+  T* DX = dx.data<T>();  // may be G: each element is read before it is written
   const T e = T(eps);
-  for_each_row_block(y.size(0), D, [&](int64_t r0, int64_t r1, double* sums) {
-    T denom[kRowBlock], c[kRowBlock];
-    for (int64_t r = r0; r < r1; ++r) denom[r - r0] = clamped(N[r], e);
-    for_each_in_block(r0, r1, D, [&](int64_t r, int64_t d) {
-      const T ga = G[r * D + d] / denom[r - r0];
-      sums[r - r0] += double(T(ga * Y[r * D + d]));
-    });
-    for (int64_t r = r0; r < r1; ++r) c[r - r0] = N[r] >= e ? T(-T(sums[r - r0])) : T(0);
-    for_each_in_block(r0, r1, D, [&](int64_t r, int64_t d) {
-      const int64_t i = r * D + d;
-      DX[i] = T(G[i] / denom[r - r0]) + T(c[r - r0] * Y[i]);
-    });
+  parallel_for(0, y.size(0), std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* g = G + r * D;
+      const T* yr = Y + r * D;
+      const T denom = clamped(N[r], e);
+      const double s = lane_sum(D, [&](int64_t d) { return T(T(g[d] / denom) * yr[d]); });
+      const T c = N[r] >= e ? T(-T(s)) : T(0);
+      T* out = DX + r * D;
+      for (int64_t d = 0; d < D; ++d) out[d] = T(g[d] / denom) + T(c * yr[d]);
+    }
   });
 }
 
