@@ -2,22 +2,41 @@
 // normalisation] in ops/normalize.cpp), parallel over rows, row sums in double.
 //
 // Note [Normalisation loop order]: a row-contiguous x (the embeddings, ProxyAnchor's proxies)
-// and every backward go a row at a time, its sum in lane partials (Note [Lane reductions] in
-// ops/cpu/vec_math.h) and its writes one unit-stride loop, both vectorised. Any other x
-// (ArcFace's W.t(), whose columns are contiguous) goes kRowBlock rows at a time, column by
-// column: the reads stay sequential and each row's sum is an independent chain, so no add
-// waits on the one before.
+// and every backward go a row at a time, its sum in partials and its writes one unit-stride
+// loop, both vectorised. Any other x (ArcFace's W.t(), whose columns are contiguous) goes
+// kRowBlock rows at a time, column by column: the reads stay sequential and each row's sum is
+// an independent chain, so no add waits on the one before.
+//
+// Note [The composite's bits]: in f32 the op gives the bits of the composite it replaced
+// (div(x, clamp(norm(x), eps)) and its autograd), so training runs are unchanged to the last
+// bit (a DDP-vs-one-process test compares retrieval scores that a rounding-level change can
+// move): sums add in the order of the reduction kernel's (row_sum below; a strided row
+// sequentially), every product and quotient is rounded to T as its own op, and dx's sum
+// ga + c y adds a stored product, so that -ffp-contract=fast cannot fuse it into an FMA.
 #include <algorithm>
 #include <cmath>
 
 #include "core/parallel.h"
-#include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 16;
+constexpr int64_t kChunk = 256;  // elements of a row per pass of the backward's last loop
+
+// sum of f(i) for i < n in double, in the order of ops/cpu/reduce.cpp's unit-stride sum: eight
+// partials over the whole octets, the tail first, then the partials (Note [The composite's bits]).
+template <class F>
+double row_sum(int64_t n, F&& f) {
+  double part[8] = {}, acc = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += double(f(i + j));
+  for (; i < n; ++i) acc += double(f(i));
+  for (int j = 0; j < 8; ++j) acc += part[j];
+  return acc;
+}
 
 // max(n, eps), NaN staying NaN (the clamp's maximum).
 template <class T>
@@ -31,7 +50,7 @@ void forward_rows(const T* X, int64_t s0, int64_t r0, int64_t r1, int64_t D, T e
   for (int64_t r = r0; r < r1; ++r) {
     const T* x = X + r * s0;
     T* y = Y + r * D;
-    N[r] = std::sqrt(T(lane_sum(D, [&](int64_t d) { return T(x[d] * x[d]); })));
+    N[r] = std::sqrt(T(row_sum(D, [&](int64_t d) { return T(x[d] * x[d]); })));
     const T denom = clamped(N[r], eps);
     for (int64_t d = 0; d < D; ++d) y[d] = x[d] / denom;
   }
@@ -83,10 +102,15 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& norms, do
       const T* g = G + r * D;
       const T* yr = Y + r * D;
       const T denom = clamped(N[r], e);
-      const double s = lane_sum(D, [&](int64_t d) { return T(T(g[d] / denom) * yr[d]); });
+      const double s = row_sum(D, [&](int64_t d) { return T(T(g[d] / denom) * yr[d]); });
       const T c = N[r] >= e ? T(-T(s)) : T(0);
       T* out = DX + r * D;
-      for (int64_t d = 0; d < D; ++d) out[d] = T(g[d] / denom) + T(c * yr[d]);
+      T product[kChunk];  // c y, stored: Note [The composite's bits]
+      for (int64_t d0 = 0; d0 < D; d0 += kChunk) {
+        const int64_t n = std::min(kChunk, D - d0);
+        for (int64_t k = 0; k < n; ++k) product[k] = c * yr[d0 + k];
+        for (int64_t k = 0; k < n; ++k) out[d0 + k] = T(g[d0 + k] / denom) + product[k];
+      }
     }
   });
 }
