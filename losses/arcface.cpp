@@ -18,8 +18,8 @@ Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor
   check_class_weights(kOp, "W", W, /*embedding_dim=*/0, embeddings);
   EMBER_CHECK(options.scale > 0, kOp, ": expected scale > 0, got ", options.scale);
   const double margin = options.margin_degrees * (kArcFacePi / 180);  // np.radians
-  const Tensor e = normalize_rows(embeddings).contiguous();
-  const Tensor w = normalize_rows(W.t()).contiguous();  // PML normalises W's columns
+  const Tensor e = normalize_rows(embeddings);
+  const Tensor w = normalize_rows(W.t());  // PML normalises W's columns; contiguous (C, D), no copy
   const Tensor y = labels.contiguous();
   const PairTiles tiles = pair_tiles();
   const Tensor stats = Tensor::empty({e.size(0)}, {.dtype = DType::f64, .device = e.device()});

@@ -12,7 +12,7 @@ Triplets batch_hard_miner(const Tensor& embeddings, const Tensor& labels) {
   if (is_reduced_float(embeddings.dtype())) return batch_hard_miner(widened(embeddings), labels);  // indices only
   check_embeddings(kOp, embeddings, labels);
   autograd::NoGradGuard no_grad;  // mining picks indices: nothing to differentiate
-  const Tensor e = normalize_rows(embeddings).contiguous();
+  const Tensor e = normalize_rows(embeddings);
   const int64_t B = e.size(0);
   const Tensor hardest = Tensor::empty({B, 2}, {.dtype = DType::i64, .device = e.device()});
   batch_hard_mine_kernel(e.device(), pair_tiles(), e, labels.contiguous(), hardest);

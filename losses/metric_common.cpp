@@ -31,11 +31,6 @@ void check_class_weights(const char* op, const char* name, const Tensor& weights
   check_same_device(op, embeddings, weights);
 }
 
-Tensor normalize_rows(const Tensor& embeddings) {
-  constexpr double kEps = 1e-12;
-  return div(embeddings, clamp(norm(embeddings, 2.0, {1}, /*keepdim=*/true), kEps, std::nullopt));
-}
-
 Tensor nonfinite_poison(const Tensor& embeddings) {
   const Tensor x = embeddings.contiguous();
   Tensor poison = Tensor::empty({}, x.options());
@@ -72,7 +67,7 @@ PairLossInputs pair_loss_inputs(const char* op, const Tensor& embeddings, const 
       counted_shape ? Tensor::empty(*counted_shape, {.dtype = DType::f64, .device = embeddings.device()}) : Tensor();
   const Tensor poison = nonfinite_poison(embeddings);
   const Tensor x = counted.defined() ? zero_loss_gate(embeddings, counted, poison) : embeddings;
-  return {normalize_rows(x).contiguous(), labels.contiguous(), pair_tiles(), poison, counted};
+  return {normalize_rows(x), labels.contiguous(), pair_tiles(), poison, counted};
 }
 
 Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, PairLossBackward backward) {

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "ops/normalize.h"  // normalize_rows: PML's normalisation
 #include "ops/pair_tiles.h"
 
 namespace ember {
@@ -22,10 +23,6 @@ namespace ember {
 // Embeddings (B, D) of a floating dtype and labels (B) of dtype i64 on the same device; an
 // Error naming `op`, what was expected and what was given otherwise.
 void check_embeddings(const char* op, const Tensor& embeddings, const Tensor& labels);
-
-// torch.nn.functional.normalize(x, p=2, dim=1, eps=1e-12), as PML normalises embeddings:
-// each row divided by max(its L2 norm, 1e-12); recorded by autograd.
-Tensor normalize_rows(const Tensor& embeddings);
 
 // The class weights of a classifier-style metric loss (ArcFace's W (D, C), ProxyAnchor's
 // proxies (C, D)), checked against embeddings that passed check_embeddings: 2-D, the

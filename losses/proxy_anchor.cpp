@@ -16,8 +16,8 @@ Tensor proxy_anchor_loss(const Tensor& embeddings, const Tensor& labels, const T
   if (is_reduced_float(embeddings.dtype())) return float_op_result(proxy_anchor_loss(widened(embeddings), labels, widened(proxies), options), embeddings.dtype());
   check_embeddings(kOp, embeddings, labels);
   check_class_weights(kOp, "proxies", proxies, /*embedding_dim=*/1, embeddings);
-  const Tensor e = normalize_rows(embeddings).contiguous();
-  const Tensor p = normalize_rows(proxies).contiguous();
+  const Tensor e = normalize_rows(embeddings);
+  const Tensor p = normalize_rows(proxies);
   const Tensor y = labels.contiguous();
   const PairTiles tiles = pair_tiles();
   const TensorOptions f64{.dtype = DType::f64, .device = e.device()};

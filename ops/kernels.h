@@ -198,6 +198,16 @@ void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
 // the GEMM's epilogue, so neither costs a pass of its own). CPU: f32, f64, bf16.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
+// ---- row normalisation (normalize.cpp) -----------------------------------------------------------
+// x: (R, D) any strides, f32/f64 -> y: (R, D) contiguous, y_r = x_r / max(n_r, eps); norms: (R)
+// contiguous, x's dtype, n_r = ||x_r|| (before the clamp). NaN norms stay NaN in the clamp.
+void normalize_rows_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms);
+// grad, y: (R, D) contiguous; norms (R), eps as the forward had them -> dx: (R, D) contiguous,
+// which may be grad itself (each row is read whole before it is written):
+// dx_r = grad_r / max(n_r, eps) + c_r y_r with c_r = -sum(grad_r / max(n_r, eps) * y_r) where
+// n_r >= eps, else 0 (Note [Fused row normalisation] in ops/normalize.cpp).
+void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps, const Tensor& dx);
+
 // ---- metric-learning losses (ntxent.cpp, ...) ------------------------------------------------
 // e: (B, D) contiguous L2-normalised rows, f32/f64; labels: (B) i64; `tiles`: how the B x B
 // similarities s_ij = e_i . e_j are streamed (ops/pair_tiles.h; no kernel holds the matrix).
@@ -355,6 +365,8 @@ EMBER_DEVICE_KERNEL(avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_forward);
 EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(linear_forward);
+EMBER_DEVICE_KERNEL(normalize_rows_forward);
+EMBER_DEVICE_KERNEL(normalize_rows_backward);
 EMBER_DEVICE_KERNEL(arcface_forward);
 EMBER_DEVICE_KERNEL(arcface_backward);
 EMBER_DEVICE_KERNEL(batch_hard_mine);

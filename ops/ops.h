@@ -14,6 +14,7 @@
 #include "ops/shape_ops.h"
 #include "ops/dropout.h"
 #include "ops/norm.h"
+#include "ops/normalize.h"
 #include "ops/pair_tiles.h"
 #include "ops/softmax.h"
 #include "ops/scale_add_relu.h"

@@ -22,6 +22,7 @@
   X(matmul)                           \
   X(multi_similarity)                 \
   X(norm)                             \
+  X(normalize)                        \
   X(ntxent)                           \
   X(optim)                            \
   X(pool)                             \

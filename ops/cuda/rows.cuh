@@ -44,6 +44,11 @@ __device__ __forceinline__ T log_of(T x) {
   if constexpr (std::is_same_v<T, float>) return logf(x);
   else return log(x);
 }
+template <class T>
+__device__ __forceinline__ T sqrt_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return sqrtf(x);
+  else return sqrt(x);
+}
 
 // Note [Online softmax]: max and sum of exp(x - max) in one pass: a larger value rescales the
 // sum so far by exp(old max - new max). -inf values add nothing (so a row of -inf and finite
