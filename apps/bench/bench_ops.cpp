@@ -26,7 +26,7 @@ void bench_ops(std::ostream& out) {
   out << table.header() << "\n";
   for (int threads : thread_counts) {
     set_num_threads(threads);
-    const double fma_peak = measure_fma_gflops(threads), bf16_peak = measure_bf16_dot_gflops(threads);
+    const double fma_peak = measure_fma_gflops(threads), bf16_peak = bf16_dot_gflops(fma_peak);
     const double bandwidth = measure_memcpy_gbps(threads);
     bench_gemm_cpu(out, table, threads, fma_peak, bf16_peak);
     for (int64_t n : {256, 512, 1024, 2048}) {
@@ -56,7 +56,7 @@ void bench_ops(std::ostream& out) {
          "      in alternating blocks; MxNxK is C (M, N) = A (M, K) B (K, N); matmul: the op, allocation included.\n";
   out << "gemm bf16 / gemm bf16xf32: cpu::gemm_bf16 on the same values, A and B bf16 / A bf16 and B f32\n"
          "      (rounded while packed), f32 C, in the same alternating blocks; vs f32: gemm ember's ms / theirs;\n"
-         "      their peak is vdpbf16ps's, measured like the FMA's (it differs by CPU: Note [bf16 peak]).\n";
+         "      their peak is vdpbf16ps's: the FMA's times its measured rate against vfmadd (Note [bf16 peak]).\n";
   out << "peak: matmul against the FMA peak (all threads running independent FMA chains);\n"
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
          "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure.\n";

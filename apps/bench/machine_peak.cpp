@@ -3,11 +3,11 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <immintrin.h>
 #include <vector>
 
 #include "apps/bench/timing.h"
 #include "core/parallel.h"
+#include "ops/cpu/gemm_microkernel.h"
 
 namespace ember::bench {
 namespace {
@@ -36,30 +36,6 @@ float fma_loop(float seed) {
   return s;
 }
 
-#if defined(__AVX512BF16__)
-// Note [bf16 peak]: the rate of vdpbf16ps (16 lanes, two multiply-adds each) in the same chains.
-// It differs by CPU: on the Zen 5 machine where ember's bf16 GEMM was written it matched the
-// FMA's instruction rate (twice its flops); on an Emerald Rapids machine (family 6, model 207)
-// it ran at half the FMA's instruction rate, so at the same flops, and a bf16 GEMM there cannot
-// beat the f32 one. Measuring it keeps the bf16 rows' "% of peak" honest on either.
-constexpr int kBf16Chains = 12;
-float bf16_dot_loop(float seed) {
-  __m512 acc[kBf16Chains];
-  for (int c = 0; c < kBf16Chains; ++c) acc[c] = _mm512_set1_ps(seed * float(c + 1));
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(short(0x3f80)), y = (__m512bh)_mm512_set1_epi16(short(0x3380));
-  for (int64_t i = 0; i < kIters; ++i) {
-#pragma GCC unroll 12
-    for (int c = 0; c < kBf16Chains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], x, y);
-  }
-  alignas(64) float lanes[16];
-  float s = 0;
-  for (int c = 0; c < kBf16Chains; ++c) {
-    _mm512_store_ps(lanes, acc[c]);
-    for (float v : lanes) s += v;
-  }
-  return s;
-}
-#endif
 
 volatile float g_seed = 1.0f, g_sink = 0.0f;
 
@@ -82,13 +58,12 @@ double measure_fma_gflops(int threads) {
   return measure_loop_gflops(threads, 2.0 * kChains * double(sizeof(vec) / sizeof(float)) * double(kIters), fma_loop);
 }
 
-double measure_bf16_dot_gflops(int threads) {
-#if defined(__AVX512BF16__)
-  return measure_loop_gflops(threads, 4.0 * 16 * kBf16Chains * double(kIters), bf16_dot_loop);
-#else
-  return 0;  // the portable bf16 micro-kernel widens to f32: its peak is the FMA's
-#endif
-}
+// Note [bf16 peak]: vdpbf16ps's rate differs by CPU: on the Zen 5 machine where ember's bf16
+// GEMM was written it issued as fast as vfmadd (twice its flops); on an Emerald Rapids machine
+// (family 6, model 207) at half that rate, so at the same flops. The ratio is the one the bf16
+// GEMM measures to pick its form (avx512_bf16_dot_speedup, Note [Widened bf16 GEMM]), applied
+// to the FMA peak measured here, so that the bf16 rows' "% of peak" is honest on either.
+double bf16_dot_gflops(double fma_gflops) { return fma_gflops * cpu::gemm_detail::avx512_bf16_dot_speedup(); }
 
 std::string cpu_identity() {
   std::ifstream cpuinfo("/proc/cpuinfo");

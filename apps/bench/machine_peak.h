@@ -11,8 +11,9 @@ std::string cpu_identity();
 
 // GFLOP/s of `threads` threads each running independent chains of vector FMAs.
 double measure_fma_gflops(int threads);
-// GFLOP/s of the same with vdpbf16ps (Note [bf16 peak]); 0 when the build has no AVX512-BF16.
-double measure_bf16_dot_gflops(int threads);
+// The vdpbf16ps peak for an FMA peak of `fma_gflops` (Note [bf16 peak] in machine_peak.cpp);
+// 0 when the build has no AVX512-BF16.
+double bf16_dot_gflops(double fma_gflops);
 // GB/s (bytes read + written) of memcpy between two 64 MiB buffers, split over `threads`.
 double measure_memcpy_gbps(int threads);
 
