@@ -62,7 +62,6 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
   const GemmShape shapes[] = {{32, 32, 32},     {64, 64, 64},     {128, 128, 128},   {256, 256, 256},
                               {512, 512, 512},  {1024, 1024, 1024}, {2048, 2048, 2048}, {32, 3136, 288},
                               {64, 196, 576},   {2048, 49, 1024}};
-  const bool dot_kernel = cpu::gemm_detail::default_bf16_kernel().dot != nullptr;
   for (const GemmShape& s : shapes) {
     const Tensor a = randn({s.M, s.K}), b = randn({s.K, s.N});
     Tensor c = zeros({s.M, s.N});
@@ -90,9 +89,8 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     for (size_t r = 0; r < ms.size(); ++r) {
       const double gflops = flops / (ms[r] * 1e6);
       const bool bf16 = r >= 2;
-      // The bf16 rows' peak is that of the form running (Note [Widened bf16 GEMM]): vdpbf16ps's
-      // for the pair kernel (Note [bf16 peak] in machine_peak.cpp), the FMA's for the widened one.
-      const double peak = bf16 && dot_kernel && bf16_peak > 0 ? bf16_peak : fma_peak;
+      // The bf16 rows' peak is that of the form running (Note [bf16 peak] in machine_peak.cpp).
+      const double peak = bf16 ? bf16_peak : fma_peak;
       std::vector<std::string> cells{names[r], s.label(), std::to_string(threads), fixed(ms[r], 3),
                                      fixed(gflops, 1) + " GFLOP/s", fixed(peak, 1) + " GFLOP/s",
                                      fixed(100 * gflops / peak, 1) + "%"};

@@ -19,14 +19,13 @@ void bench_ops(std::ostream& out) {
   const int previous_threads = num_threads();
 
   out << "ember bench ops: median of 7 blocks after warm-up; f32 unless a row says bf16; peaks measured in this run\n"
-      << "cpu: " << cpu_identity() << "; bf16 GEMM: "
-      << (cpu::gemm_detail::default_bf16_kernel().dot ? "vdpbf16ps pair kernel" : "widened to f32 while packing")
-      << " (Note [Widened bf16 GEMM]; EMBER_BF16_GEMM=dot|widened)\n\n";
+      << "cpu: " << cpu_identity() << "; bf16 GEMM: " << bf16_gemm_form()
+      << " (Note [Widened bf16 GEMM]; EMBER_BF16_GEMM=amx|dot|widened)\n\n";
   Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs f32"}, {13, 14, 7, 10, 16, 16, 9, 6});
   out << table.header() << "\n";
   for (int threads : thread_counts) {
     set_num_threads(threads);
-    const double fma_peak = measure_fma_gflops(threads), bf16_peak = bf16_dot_gflops(fma_peak);
+    const double fma_peak = measure_fma_gflops(threads), bf16_peak = bf16_gemm_peak_gflops(threads, fma_peak);
     const double bandwidth = measure_memcpy_gbps(threads);
     bench_gemm_cpu(out, table, threads, fma_peak, bf16_peak);
     for (int64_t n : {256, 512, 1024, 2048}) {
@@ -56,7 +55,8 @@ void bench_ops(std::ostream& out) {
          "      in alternating blocks; MxNxK is C (M, N) = A (M, K) B (K, N); matmul: the op, allocation included.\n";
   out << "gemm bf16 / gemm bf16xf32: cpu::gemm_bf16 on the same values, A and B bf16 / A bf16 and B f32\n"
          "      (rounded while packed), f32 C, in the same alternating blocks; vs f32: gemm ember's ms / theirs;\n"
-         "      their peak is vdpbf16ps's: the FMA's times its measured rate against vfmadd (Note [bf16 peak]).\n";
+         "      their peak is that of the form running: AMX TDPBF16PS's, measured; vdpbf16ps's, the FMA's times\n"
+         "      its measured rate against vfmadd (Note [bf16 peak]); the FMA's for the widened form.\n";
   out << "peak: matmul against the FMA peak (all threads running independent FMA chains);\n"
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
          "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure.\n";

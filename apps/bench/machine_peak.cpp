@@ -7,7 +7,9 @@
 
 #include "apps/bench/timing.h"
 #include "core/parallel.h"
+#include "ops/cpu/gemm_amx.h"
 #include "ops/cpu/gemm_microkernel.h"
+#include "ops/cpu/gemm_packed.h"
 
 namespace ember::bench {
 namespace {
@@ -63,7 +65,28 @@ double measure_fma_gflops(int threads) {
 // (family 6, model 207) at half that rate, so at the same flops. The ratio is the one the bf16
 // GEMM measures to pick its form (avx512_bf16_dot_speedup, Note [Widened bf16 GEMM]), applied
 // to the FMA peak measured here, so that the bf16 rows' "% of peak" is honest on either.
-double bf16_dot_gflops(double fma_gflops) { return fma_gflops * cpu::gemm_detail::avx512_bf16_dot_speedup(); }
+// AMX's peak is measured directly (its rate has nothing to do with the FMA's).
+double bf16_gemm_peak_gflops(int threads, double fma_gflops) {
+  const cpu::gemm_detail::Bf16Kernel kernel = cpu::gemm_detail::default_bf16_kernel();
+  if (kernel.amx) return measure_amx_bf16_gflops(threads);
+  if (kernel.dot) return fma_gflops * cpu::gemm_detail::avx512_bf16_dot_speedup();
+  return fma_gflops;
+}
+
+std::string bf16_gemm_form() {
+  const cpu::gemm_detail::Bf16Kernel kernel = cpu::gemm_detail::default_bf16_kernel();
+  return kernel.amx ? "AMX tiles" : kernel.dot ? "vdpbf16ps pair kernel" : "widened to f32 while packing";
+}
+
+double measure_amx_bf16_gflops(int threads) {
+  constexpr int64_t kRounds = 1 << 16;  // 262k instructions: ~1.2 ms at one per 16 cycles
+  const double flops = cpu::gemm_detail::amx_bf16_peak_loop(1);
+  if (flops == 0) return 0;
+  return measure_loop_gflops(threads, flops * kRounds, [](float seed) {
+    cpu::gemm_detail::amx_bf16_peak_loop(kRounds);
+    return seed;
+  });
+}
 
 std::string cpu_identity() {
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -67,6 +67,7 @@ void pack_widened(const T* data, int64_t ld, bool trans, int64_t r0, int64_t row
 struct WidenedPacking {
   using Packed = float;
   using Kernel = MicroKernel;
+  static constexpr int kTileRows = kMR, kTileColumns = kNR;
   GemmOperand a;   // op(A): (M, K), trans as given
   GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
   static int64_t steps(int64_t kc) { return kc; }

@@ -2,11 +2,15 @@
 // which differ only in how panels are packed and in the micro-kernel (private to ops/cpu/):
 //   C (M, N) = act(alpha * op(A) op(B) + beta * C + bias)
 // `Packing` supplies the packed element (`Packed`: float, or a Bf16Pair of two K values), the
-// micro-kernel type (`Kernel`), `steps(kc)`: packed elements per row for kc values of K (kc, or
-// kc / 2 rounded up), and pack_a / pack_bt: rows [r0, r0 + rows) x K [p0, p0 + kc) of op(A) or
-// of op(B)^T into micro-panels of kMR or kNR rows, dst[panel * steps * width + step * width + i],
+// micro-kernel type (`Kernel`), the tile of C one kernel call computes (`kTileRows` x
+// `kTileColumns`), `steps(kc)`: packed elements per row for kc values of K (kc, or kc / 2
+// rounded up, or more where the kernel pads K), and pack_a / pack_bt: rows [r0, r0 + rows) x K
+// [p0, p0 + kc) of op(A) or of op(B)^T into micro-panels of kTileRows or kTileColumns rows, each
+// panel `steps * width` elements at dst + panel * steps * width (inside a panel the layout is
+// the kernel's; the register-tile kernels take dst[panel * steps * width + step * width + i]),
 // rows past the end zero. Every K block but the last starts at a multiple of blocking.kc, which
-// must be a multiple of the values per step.
+// must be a multiple of the values per step. A Packing may also have `work_scope()`, an object
+// that lives while one thread runs a chunk of work items (the AMX kernel's tile configuration).
 #pragma once
 
 #include <algorithm>
@@ -65,25 +69,26 @@ void transpose_rows(const void* src, int64_t row_bytes, int64_t kc, T* out, int6
 // How one KC x NC step is cut into work items: row blocks of A x column groups of the packed B
 // panel (Note [GEMM threads]).
 struct Split {
-  int64_t rows;     // rows per block, a multiple of kMR, at most MC
-  int64_t columns;  // columns per group, a multiple of kNR
+  int64_t rows;     // rows per block, a multiple of the tile's rows, at most MC
+  int64_t columns;  // columns per group, a multiple of the tile's columns
   int64_t row_blocks, column_groups;
 };
 
-inline Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
+template <int kRows, int kColumns>
+Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
   const int64_t target = threads == 1 ? 1 : 3 * int64_t(threads);
   int64_t row_blocks = (M + blocking.mc - 1) / blocking.mc;
   row_blocks = std::max(row_blocks, std::min(target, (M + 63) / 64));  // blocks of >= 64 rows
-  const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kMR);
+  const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kRows);
   row_blocks = (M + rows - 1) / rows;
-  int64_t groups = std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kNR - 1) / (2 * kNR));
-  const int64_t columns = round_up((nc + groups - 1) / groups, kNR);
+  int64_t groups = std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kColumns - 1) / (2 * kColumns));
+  const int64_t columns = round_up((nc + groups - 1) / groups, kColumns);
   groups = (nc + columns - 1) / columns;
   return {rows, columns, row_blocks, groups};
 }
 
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
-// (all of K, in KC blocks; the kNR-wide micro-panels are independent; a panel under 64K values
+// (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values
 // is packed by the caller alone), then share the work items on the pool's dynamic chunks (Note
 // [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
 // columns and runs the whole K loop itself, packing its own blocks of A, so there is no
@@ -99,35 +104,52 @@ inline Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int thr
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
 // of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
 // system; thread-local buffers would outlive the allocator at exit.
+// Below this many micro-kernel steps (M N steps(K)) the GEMM keeps to one thread (Note [GEMM
+// threads]); a Packing whose kernel is much faster per step says so with kSerialSteps.
+template <class Packing>
+constexpr int64_t serial_steps() {
+  if constexpr (requires { Packing::kSerialSteps; }) return Packing::kSerialSteps;
+  else return int64_t(1) << 22;
+}
+
+// The state a Packing needs while a thread runs work items (see the top of this file), or none.
+template <class Packing>
+auto work_scope(const Packing& packing) {
+  if constexpr (requires { packing.work_scope(); }) return packing.work_scope();
+  else return 0;
+}
+
 template <class Packing>
 void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
                    const float* row_bias, const float* column_bias) {
   using Packed = typename Packing::Packed;
-  const int threads = in_parallel_region() || M * N * Packing::steps(K) < (int64_t(1) << 22) ? 1 : num_threads();
+  constexpr int kRows = Packing::kTileRows, kColumns = Packing::kTileColumns;
+  const int threads = in_parallel_region() || M * N * Packing::steps(K) < serial_steps<Packing>() ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
-  const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kNR), int64_t(kNR), blocking.nc);
+  const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
-  DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kNR)) * Packing::steps(K)) * sizeof(Packed));
+  DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
   Packed* b_pack = static_cast<Packed*>(b_buf.get());
 
   for (int64_t jc = 0; jc < N; jc += nc_max) {
-    const int64_t nc = std::min(nc_max, N - jc), nc_padded = round_up(nc, kNR);
+    const int64_t nc = std::min(nc_max, N - jc), nc_padded = round_up(nc, kColumns);
     // The K block starting at pc is the steps(kc) x nc_padded matrix at b_pack + steps(pc) * nc_padded.
-    const int64_t b_panels = nc_padded / kNR;
+    const int64_t b_panels = nc_padded / kColumns;
     // A panel under 64K values is packed by the caller: waking the pool for it costs more.
     const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
     parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
                  [&](int64_t q0, int64_t q1) {
                    for (int64_t pc = 0; pc < K; pc += blocking.kc) {
                      const int64_t kc = std::min(blocking.kc, K - pc);
-                     packing.pack_bt(jc + q0 * kNR, std::min(nc, q1 * kNR) - q0 * kNR, pc, kc,
-                                     b_pack + Packing::steps(pc) * nc_padded + q0 * kNR * Packing::steps(kc));
+                     packing.pack_bt(jc + q0 * kColumns, std::min(nc, q1 * kColumns) - q0 * kColumns, pc, kc,
+                                     b_pack + Packing::steps(pc) * nc_padded + q0 * kColumns * Packing::steps(kc));
                    }
                  });
-    const Split split = split_work(M, blocking, nc, threads);
+    const Split split = split_work<kRows, kColumns>(M, blocking, nc, threads);
     parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
+      [[maybe_unused]] const auto scope = work_scope(packing);
       DataPtr a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
       Packed* a_pack = static_cast<Packed*>(a_buf.get());
       for (int64_t w = w0; w < w1; ++w) {
@@ -141,10 +163,10 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
           const bool last = pc + kc == K;
           TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
           const Packed* b_block = b_pack + Packing::steps(pc) * nc_padded;
-          for (int64_t jr = j0; jr < j1; jr += kNR) {
-            const int n = int(std::min<int64_t>(kNR, j1 - jr));
-            for (int64_t ir = 0; ir < mc; ir += kMR) {
-              const int m = int(std::min<int64_t>(kMR, mc - ir));
+          for (int64_t jr = j0; jr < j1; jr += kColumns) {
+            const int n = int(std::min<int64_t>(kColumns, j1 - jr));
+            for (int64_t ir = 0; ir < mc; ir += kRows) {
+              const int m = int(std::min<int64_t>(kRows, mc - ir));
               if (last && row_bias) update.row_bias = row_bias + ic + ir;
               if (last && column_bias) update.column_bias = column_bias + jc + jr;
               kernel(steps, a_pack + ir * steps, b_block + jr * steps, C + (ic + ir) * ldc + jc + jr, ldc, m, n,

@@ -70,8 +70,8 @@ Bf16MicroKernel avx512_bf16_micro_kernel();
 double avx512_bf16_dot_speedup();
 
 // The epilogue of the portable kernels: c = act(alpha * acc + beta * c + bias) for the tile's
-// rows [0, m) and columns [0, n).
-void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, int m, int n, const TileUpdate& update);
+// rows [0, m) and columns [0, n), acc[i * acc_ld + j] (any tile size).
+void store_tile(const float* acc, int64_t acc_ld, float* c, int64_t ldc, int m, int n, const TileUpdate& update);
 
 // The activations without a vector form here (sigmoid, tanh) run on the tile just stored, while
 // it is in L1: rows [0, m), columns [0, n) of c.

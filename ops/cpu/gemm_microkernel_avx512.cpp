@@ -8,7 +8,7 @@
 #include <chrono>
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
+#include "ops/cpu/gemm_epilogue_avx512.h"
 #endif
 
 namespace ember::cpu::gemm_detail {
@@ -17,11 +17,6 @@ namespace ember::cpu::gemm_detail {
 namespace {
 
 constexpr int64_t kPrefetchA = 16;  // steps: 512 bytes, 8 lines, ~200 cycles of FMAs ahead
-
-__mmask16 column_mask(int n, int v) {
-  const int left = n - 16 * v;
-  return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-}
 
 // One K step of the f32 tile: acc[i][v] += a[i] * b[16 v .. 16 v + 15].
 struct F32Step {
@@ -83,26 +78,14 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
     Step::template step<NV>(a + k * kMR, b + k * kNR, acc);
   }
 
-  const __m512 alpha = _mm512_set1_ps(update.alpha), beta = _mm512_set1_ps(update.beta);
-  const __m512 zero = _mm512_setzero_ps();
-  const bool read_c = update.beta != 0.0f, relu = update.act == Activation::relu;
+  const VectorEpilogue epilogue(update);
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
     if (i >= m) break;
-    float* row = c + i * ldc;
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = column_mask(n, v);
-      __m512 x = _mm512_mul_ps(alpha, acc[i][v]);
-      if (read_c) x = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask, row + 16 * v), x);
-      if (update.row_bias) x = _mm512_add_ps(x, _mm512_set1_ps(update.row_bias[i]));
-      if (update.column_bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, update.column_bias + 16 * v));
-      // Not (x <= 0), unordered-true: keeps x > 0 and NaN, as PyTorch's relu does (one compare).
-      if (relu) x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_NLE_UQ), x);
-      _mm512_mask_storeu_ps(row + 16 * v, mask, x);
-    }
+    for (int v = 0; v < NV; ++v) epilogue.store(acc[i][v], c + i * ldc, i, v, column_mask(n, v));
   }
-  if (update.act == Activation::sigmoid || update.act == Activation::tanh) activate_tile(update.act, c, ldc, m, n);
+  epilogue.finish(c, ldc, m, n);
 }
 
 template <class Step>

@@ -1,7 +1,6 @@
 // The portable micro-kernels (ops/cpu/gemm_microkernel.h), f32 and bf16: the same tile and
 // packing as the AVX-512 ones, in loops GCC vectorises for the build's target.
-#include <bit>
-
+#include "ops/cpu/gemm_bf16_pairs.h"
 #include "ops/cpu/gemm_microkernel.h"
 
 namespace ember::cpu::gemm_detail {
@@ -15,11 +14,11 @@ void activate_tile(Activation act, float* c, int64_t ldc, int m, int n) {
   });
 }
 
-void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
+void store_tile(const float* acc, int64_t acc_ld, float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
   for (int i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     for (int j = 0; j < n; ++j) {
-      float v = update.alpha * acc[i][j];
+      float v = update.alpha * acc[i * acc_ld + j];
       if (update.beta != 0.0f) v += update.beta * row[j];
       if (update.row_bias) v += update.row_bias[i];
       if (update.column_bias) v += update.column_bias[j];
@@ -39,14 +38,8 @@ void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c,
       for (int j = 0; j < kNR; ++j) acc[i][j] += ai * bk[j];
     }
   }
-  store_tile(acc, c, ldc, m, n, update);
+  store_tile(&acc[0][0], kNR, c, ldc, m, n, update);
 }
-
-namespace {
-// The two bf16 of a pair as f32 (exact): K = 2p is the low half, K = 2p + 1 the high half.
-float even_half(Bf16Pair w) { return std::bit_cast<float>(w << 16); }
-float odd_half(Bf16Pair w) { return std::bit_cast<float>(w & 0xFFFF0000u); }
-}  // namespace
 
 void portable_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m,
                                 int n, const TileUpdate& update) {
@@ -59,7 +52,7 @@ void portable_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair
       for (int j = 0; j < kNR; ++j) acc[i][j] += a0 * even_half(bp[j]) + a1 * odd_half(bp[j]);
     }
   }
-  store_tile(acc, c, ldc, m, n, update);
+  store_tile(&acc[0][0], kNR, c, ldc, m, n, update);
 }
 
 }  // namespace ember::cpu::gemm_detail

@@ -93,6 +93,7 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t p0, int64_t
 struct F32Packing {
   using Packed = float;
   using Kernel = MicroKernel;
+  static constexpr int kTileRows = kMR, kTileColumns = kNR;
   Operand a;   // op(A): (M, K)
   Operand bt;  // op(B)^T: (N, K)
   static int64_t steps(int64_t kc) { return kc; }

@@ -42,22 +42,23 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
 const Blocking& bf16_cache_blocking();
 
 // How the bf16 GEMM multiplies (Note [Widened bf16 GEMM] in gemm_packed_bf16.cpp): a bf16
-// micro-kernel on pairs of K (`dot`), or operands widened to f32 while packed and an f32
-// micro-kernel (`widened`). Exactly one is set.
+// micro-kernel on pairs of K (`dot`), operands widened to f32 while packed and an f32
+// micro-kernel (`widened`), or AMX tiles (`amx`: ops/cpu/gemm_amx.h). Exactly one is set.
 struct Bf16Kernel {
   Bf16MicroKernel dot = nullptr;
   MicroKernel widened = nullptr;
+  Bf16MicroKernel amx = nullptr;
 };
 
-// The faster of the two on this CPU, chosen once (EMBER_BF16_GEMM=dot|widened overrides).
+// The fastest form on this CPU, chosen once (EMBER_BF16_GEMM=amx|dot|widened overrides).
 Bf16Kernel default_bf16_kernel();
 
 // The blocking that suits `kernel`: bf16_cache_blocking() for a dot kernel, cache_blocking()
-// for a widened one (its panels are f32).
+// for a widened one (its panels are f32), amx_cache_blocking() for AMX.
 const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel);
 
 // cpu::gemm_bf16 with an explicit kernel and blocking (blocking.kc is rounded up to even for a
-// dot kernel). K must be positive.
+// dot kernel, to whole tiles for AMX). K must be positive.
 void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha,
                       const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc, Activation act,
                       const float* row_bias = nullptr, const float* column_bias = nullptr);

@@ -1,42 +1,21 @@
 // The bf16 GEMM behind cpu::gemm_bf16 (ops/cpu/gemm_bf16.h): bf16 or f32 operands packed into
 // pairs of bf16 along K (Note [bf16 packed panels] in ops/cpu/gemm_microkernel.h), run by the
 // packed GEMM's loop nest (ops/cpu/gemm_loop_nest.h) with a bf16 micro-kernel.
-#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
 
 #include "core/error.h"
+#include "ops/cpu/gemm_amx.h"
+#include "ops/cpu/gemm_bf16_pairs.h"
 #include "ops/cpu/gemm_loop_nest.h"
 #include "ops/cpu/gemm_packed.h"
 
 namespace ember::cpu::gemm_detail {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "a Bf16Pair's low half is the lower address");
-
-uint16_t bf16_bits(uint16_t x) { return x; }
-uint16_t bf16_bits(float x) { return float_to_bfloat16_bits(x); }
-Bf16Pair make_pair(uint16_t even, uint16_t odd) { return Bf16Pair(even) | Bf16Pair(odd) << 16; }
-
-constexpr int64_t kChunk = 64;  // steps per pass of the row-contiguous packing: 8 x 64 words, 2 KiB
-
-// out[s] = the pair (src[2s], src[2s + 1]) as bf16, s < ceil(count / 2), the last high half zero
-// when count is odd. bf16 rows are already pairs in memory (little-endian); f32 rows are rounded
-// into a row of halves first, in a loop that vectorises.
-template <class T>
-void row_to_pairs(const T* src, int64_t count, Bf16Pair* out) {
-  const int64_t full = count / 2;
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    std::memcpy(out, src, size_t(full) * sizeof(Bf16Pair));
-  } else {
-    uint16_t halves[2 * kChunk];
-    for (int64_t j = 0; j < 2 * full; ++j) halves[j] = bf16_bits(src[j]);
-    std::memcpy(out, halves, size_t(full) * sizeof(Bf16Pair));
-  }
-  if (count & 1) out[full] = make_pair(bf16_bits(src[count - 1]), 0);
-}
+constexpr int64_t kChunk = kMaxRowToPairs / 2;  // steps per pass of the row-contiguous packing: 8 x 64 words, 2 KiB
 
 // Packs rows [r0, r0 + rows) x K [p0, p0 + kc) of op(X), stored as T (uint16_t bf16 bits or
 // float), into bf16 micro-panels of `width` rows (kMR or kNR, multiples of 8): dst[panel * steps *
@@ -105,6 +84,7 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
 struct Bf16Packing {
   using Packed = Bf16Pair;
   using Kernel = Bf16MicroKernel;
+  static constexpr int kTileRows = kMR, kTileColumns = kNR;
   GemmOperand a;   // op(A): (M, K), trans as given
   GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
   static int64_t steps(int64_t kc) { return (kc + 1) / 2; }
@@ -152,32 +132,39 @@ const Blocking& bf16_cache_blocking() {
 // the same exact products. The choice is made once per process by timing both instructions
 // (avx512_bf16_dot_speedup, about 2 ms): the pair kernel where vdpbf16ps gives at least 1.2x the
 // FMA's multiply-adds, the widened one elsewhere, and always without AVX512-BF16 (widening to
-// the AVX-512 f32 kernel beats the portable pair kernel). EMBER_BF16_GEMM=dot|widened forces one,
-// to measure them against each other.
+// the AVX-512 f32 kernel beats the portable pair kernel). Where the CPU has AMX-BF16, its tiles
+// beat both by far (Note [AMX bf16 GEMM] in gemm_amx_packing.cpp) and are taken without timing.
+// EMBER_BF16_GEMM=amx|dot|widened forces one, to measure them against each other (amx on a CPU
+// without AMX runs the emulation: slow, for tests).
 Bf16Kernel default_bf16_kernel() {
   static const Bf16Kernel kernel = [] {
-    const Bf16MicroKernel dot = avx512_bf16_micro_kernel();
+    const Bf16MicroKernel dot = avx512_bf16_micro_kernel(), amx = amx_bf16_micro_kernel();
     const Bf16Kernel widened{nullptr, default_micro_kernel()};
-    const char* forced = std::getenv("EMBER_BF16_GEMM");
-    if (forced && std::string_view(forced) == "widened") return widened;
-    if (forced && std::string_view(forced) == "dot") return Bf16Kernel{dot ? dot : portable_bf16_micro_kernel, nullptr};
+    const std::string_view forced = std::getenv("EMBER_BF16_GEMM") ? std::getenv("EMBER_BF16_GEMM") : "";
+    if (forced == "widened") return widened;
+    if (forced == "dot") return Bf16Kernel{dot ? dot : portable_bf16_micro_kernel, nullptr};
+    if (forced == "amx") return Bf16Kernel{nullptr, nullptr, amx ? amx : emulated_amx_bf16_micro_kernel};
+    if (amx) return Bf16Kernel{nullptr, nullptr, amx};
     return dot && avx512_bf16_dot_speedup() >= 1.2 ? Bf16Kernel{dot, nullptr} : widened;
   }();
   return kernel;
 }
 
 const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel) {
-  return kernel.dot ? bf16_cache_blocking() : cache_blocking();
+  return kernel.amx ? amx_cache_blocking() : kernel.dot ? bf16_cache_blocking() : cache_blocking();
 }
 
 void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha,
                       const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc, Activation act,
                       const float* row_bias, const float* column_bias) {
-  EMBER_CHECK((kernel.dot == nullptr) != (kernel.widened == nullptr),
-              "gemm_packed_bf16: expected exactly one of a dot and a widened micro-kernel");
+  EMBER_CHECK((kernel.dot != nullptr) + (kernel.widened != nullptr) + (kernel.amx != nullptr) == 1,
+              "gemm_packed_bf16: expected exactly one of a dot, a widened and an AMX micro-kernel");
   if (kernel.widened)
     return gemm_packed_bf16_widened(kernel.widened, blocking, M, N, K, alpha, A, B, beta, C, ldc, act, row_bias,
                                     column_bias);
+  if (kernel.amx)
+    return gemm_packed_bf16_amx(kernel.amx, blocking, M, N, K, alpha, A, B, beta, C, ldc, act, row_bias,
+                                column_bias);
   Blocking even = blocking;  // a K block other than the last must hold whole pairs
   even.kc = round_up(even.kc, 2);
   const Bf16Packing packing{A, {B.bf16, B.f32, B.ld, !B.trans}};

@@ -1,8 +1,9 @@
 // ember's bf16 GEMM (cpu::gemm_bf16, ops/cpu/gemm_bf16.h) against a double-accumulated reference
-// on the bf16-rounded operands, for both bf16 micro-kernels (AVX512-BF16 where the build and
-// machine have it, the portable one everywhere) in one process: every transposition, bf16 and
-// f32 operands in each position, alpha, beta, bias, activations, odd sizes around the 8 x 48
-// tile and odd K, the cache blocking and tiny ones (odd KC included) that run every loop of the
+// on the bf16-rounded operands, for every form and micro-kernel (pairs, widened, AMX tiles; the
+// AVX512-BF16 and AMX ones where the build and machine have them, the portable ones and the AMX
+// emulation everywhere) in one process: every transposition, bf16 and f32 operands in each
+// position, alpha, beta, bias, activations, odd sizes around the 8 x 48 and 32 x 32 tiles and
+// odd K, the cache blocking and tiny ones (odd KC included) that run every loop of the
 // nest; then the rounding of f32 operands (ties, carries into the exponent, infinities, NaN),
 // a hand-computed product, thread-count independence and K = 0.
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/cpu/gemm_amx.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_packed.h"
 #include "gemm_reference.h"
@@ -118,12 +120,16 @@ struct NamedKernel {
   Bf16Kernel kernel;
 };
 
-// Both forms of the bf16 GEMM (Note [Widened bf16 GEMM]) with every micro-kernel this build has.
+// Every form of the bf16 GEMM (Note [Widened bf16 GEMM], Note [AMX bf16 GEMM]) with every
+// micro-kernel this build and machine have.
 std::vector<NamedKernel> kernels() {
   std::vector<NamedKernel> k{{"portable", {portable_bf16_micro_kernel, nullptr}},
-                             {"widened portable", {nullptr, portable_micro_kernel}}};
+                             {"widened portable", {nullptr, portable_micro_kernel}},
+                             {"amx emulated", {nullptr, nullptr, emulated_amx_bf16_micro_kernel}}};
   if (avx512_bf16_micro_kernel()) k.push_back({"avx512_bf16", {avx512_bf16_micro_kernel(), nullptr}});
   if (avx512_micro_kernel()) k.push_back({"widened avx512", {nullptr, avx512_micro_kernel()}});
+  if (amx_bf16_micro_kernel()) k.push_back({"amx", {nullptr, nullptr, amx_bf16_micro_kernel()}});
+  else WARN("this CPU has no AMX-BF16 (or Linux refused its tiles): the AMX kernel is tested only emulated");
   return k;
 }
 
@@ -132,8 +138,10 @@ struct NamedBlocking {
   Blocking blocking;
 };
 
-std::vector<NamedBlocking> blockings() {
-  // K > KC, M > MC, N > NC already at a few dozen; an odd KC is rounded up to whole pairs.
+std::vector<NamedBlocking> blockings(const Bf16Kernel& kernel) {
+  // K > KC, M > MC, N > NC already at a few dozen; an odd KC is rounded up to whole pairs, and
+  // to whole 32-value tiles of K (MC and NC to 32) for AMX, so its tiny blocking is its own.
+  if (kernel.amx) return {{"cache", amx_cache_blocking()}, {"tiny", {32, 32, 64}}, {"tiny odd", {5, 8, 48}}};
   return {{"cache", bf16_cache_blocking()}, {"tiny", {16, 16, 96}}, {"tiny odd kc", {5, 8, 48}}};
 }
 
@@ -177,14 +185,16 @@ TEST_CASE("float_to_bfloat16_bits rounds to nearest even, carries into the expon
 TEST_CASE("bf16 GEMM matches a double reference for every transposition, operand type, alpha, beta, activation "
           "and bias",
           "[gemm][bf16]") {
-  // M: 1, < 8, 8, 9 (tile 8); N: 1, 47, 48, 49, 97 (tile 48); K: 1, odd, even, > KC of the tiny blockings.
+  // M: 1, < 8, 8, 9 (tile 8), 16, 33 (tile 32); N: 1, 15, 47, 48, 49, 97 (tiles 48, 32); K: 1, odd,
+  // even, 32 and 33 (an AMX tile), > KC of the tiny blockings.
   struct Shape {
     int64_t M, N, K;
   };
-  const Shape shapes[] = {{1, 1, 1}, {7, 47, 5}, {8, 48, 16}, {9, 49, 17}, {13, 31, 1}, {17, 97, 37}, {3, 145, 40}};
+  const Shape shapes[] = {{1, 1, 1},    {7, 47, 5},   {8, 48, 16},  {9, 49, 17},
+                          {13, 31, 1},  {17, 97, 37}, {3, 145, 40}, {33, 15, 33}, {16, 65, 97}};
   const Activation acts[] = {Activation::none, Activation::relu, Activation::tanh};
   for (const NamedKernel& k : kernels())
-    for (const NamedBlocking& b : blockings())
+    for (const NamedBlocking& b : blockings(k.kernel))
       for (const Shape& s : shapes)
         for (int types = 0; types < 4; ++types)
           for (bool ta : {false, true})
@@ -247,10 +257,10 @@ TEST_CASE("bf16 GEMM rounds f32 operands to nearest even while packing, infiniti
         std::vector<float> c(size_t(M * cols), -7.0f);
         const cpu::GemmOperand ops_x = cpu::gemm_operand(x.data(), ld, trans);
         if (special_is_a)  // ones as B (K, N) stored (N, K): every element 1
-          gemm_packed_bf16(k.kernel, bf16_cache_blocking(), M, cols, K, 1.0f, ops_x,
+          gemm_packed_bf16(k.kernel, bf16_kernel_blocking(k.kernel), M, cols, K, 1.0f, ops_x,
                            cpu::gemm_operand(ones.data(), K, true), 0.0f, c.data(), cols, Activation::none);
         else
-          gemm_packed_bf16(k.kernel, bf16_cache_blocking(), M, cols, K, 1.0f, cpu::gemm_operand(ones.data(), K),
+          gemm_packed_bf16(k.kernel, bf16_kernel_blocking(k.kernel), M, cols, K, 1.0f, cpu::gemm_operand(ones.data(), K),
                            ops_x, 0.0f, c.data(), cols, Activation::none);
         for (int64_t r = 0; r < R; ++r) {
           for (int64_t o = 0; o < N; ++o) {
