@@ -6,11 +6,10 @@
 // branch-free (the mask is a select) and the dscale sum runs in 16 independent lanes, so the
 // compiler vectorises both.
 #include <algorithm>
-#include <bit>
-#include <cstdint>
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu {
@@ -43,27 +42,13 @@ void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual,
   });
 }
 
-// relu's backward, g where y > 0 or y is NaN (BinaryOp::relu_backward, Note [NaN through relu]),
-// else +0, as a bit mask rather than a select. Note [GCC 12 masked-load miscompile]: GCC 12.2
-// at -O3 with Ice Lake or later tuning (what -march=native picks on such CPUs) sinks the load of
-// g into the select, turns it into masked loads, and then gives every vector of a 16-lane group
-// the first vector's mask, so the other vectors keep stale values where the masks differ (the
-// dscale-only backward was off by up to 30% on a 2 x 3 x 4 x 5 test). An AND with a mask needs
-// g in every lane: plain loads, still vectorised.
-template <class T>
-T relu_backward_masked(T g, T y) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  const Bits keep = Bits(0) - Bits(!(y <= T(0)));
-  return std::bit_cast<T>(std::bit_cast<Bits>(g) & keep);
-}
-
 // One plane of the backward; the outputs that are not wanted (k* false) are not touched.
 // Returns the plane's dscale.
 template <bool kDx, bool kDscale, bool kDresidual, class T>
 T backward_plane(int64_t S, T s, const T* g, const T* y, const T* x, T* dx, T* dr) {
   T lanes[kLanes] = {};
   auto step = [&](int64_t i, T& lane) {
-    const T gm = relu_backward_masked(g[i], y[i]);
+    const T gm = relu_backward_masked(g[i], y[i]);  // Note [GCC 12 masked-load miscompile]
     if constexpr (kDx) dx[i] = gm * s;
     if constexpr (kDresidual) dr[i] = gm;
     if constexpr (kDscale) lane += gm * x[i];
