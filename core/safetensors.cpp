@@ -64,7 +64,13 @@ void write_le64(uint8_t* p, uint64_t v) {
 }
 
 std::string range_str(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+  // Appended piece by piece: "[" + std::string&& trips GCC 12's -Wrestrict false positive.
+  std::string s = "[";
+  s += std::to_string(begin);
+  s += ", ";
+  s += std::to_string(end);
+  s += ")";
+  return s;
 }
 
 // ---- reading ---------------------------------------------------------------------------

@@ -17,7 +17,14 @@ namespace {
 
 // Images per second over `batches` batches of one epoch, after one untimed batch.
 double images_per_second(const std::shared_ptr<const ImageFolder>& data, const BenchImageLoaderOptions& o, int workers) {
-  DataLoader loader(data, {.batch_size = o.batch_size, .seed = 1, .prefetch = 2 * workers, .workers = workers});
+  // Fields set one by one: GCC 12 warns (-Wmissing-field-initializers) about every member a
+  // designated initializer leaves to its default.
+  DataLoaderOptions options;
+  options.batch_size = o.batch_size;
+  options.seed = 1;
+  options.prefetch = 2 * workers;
+  options.workers = workers;
+  DataLoader loader(data, options);
   EMBER_CHECK(loader.size() > o.batches, "bench image-loader: ", o.folder, " has ", loader.size(),
               " batches of ", o.batch_size, "; the run needs ", o.batches + 1);
   loader.next();
@@ -30,8 +37,12 @@ double images_per_second(const std::shared_ptr<const ImageFolder>& data, const B
 }  // namespace
 
 void bench_image_loader(const BenchImageLoaderOptions& o, std::ostream& out) {
-  auto data = std::make_shared<const ImageFolder>(o.folder, ImageFolderOptions{.transform = train_transform({.size = o.size}),
-                                                                                .bad_images = parse_bad_images(o.bad_images)});
+  TrainTransformOptions transform;
+  transform.size = o.size;
+  ImageFolderOptions folder;
+  folder.transform = train_transform(transform);
+  folder.bad_images = parse_bad_images(o.bad_images);
+  auto data = std::make_shared<const ImageFolder>(o.folder, folder);
   out << "image loader: " << o.folder << " (" << data->size() << " images, " << data->classes().size()
       << " classes), RandomResizedCrop " << o.size << " + flip + normalise, batch " << o.batch_size << ", "
       << o.batches << " batches timed, best of " << o.rounds << " alternating rounds\n";

@@ -15,7 +15,7 @@ struct Target {
 
 std::string dims_name(const Shape& shape) {
   std::string s;
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) s.append(i ? "x" : "").append(std::to_string(shape[i]));
   return s;
 }
 

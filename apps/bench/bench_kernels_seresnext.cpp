@@ -24,7 +24,7 @@ constexpr ConvLayer kLayers[] = {
 // "n8_c128to128_g32_56x56_k3s1p1"
 std::string layer_name(const ConvLayer& l) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  return "n" + s(l.n) + "_c" + s(l.cin) + "to" + s(l.cout) + "_g" + s(l.groups) + "_" + s(l.hw) + "x" + s(l.hw) +
+  return std::string("n") + s(l.n) + "_c" + s(l.cin) + "to" + s(l.cout) + "_g" + s(l.groups) + "_" + s(l.hw) + "x" + s(l.hw) +
          "_k" + s(l.k) + "s" + s(l.stride) + "p" + s(l.pad);
 }
 
@@ -53,7 +53,7 @@ std::vector<bench::KernelRow> bench_kernels_seresnext(Device device) {
   for (const Shape& shape : {Shape{8, 256, 56, 56}, Shape{8, 1024, 14, 14}}) {
     const Tensor x = randn(shape), r = randn(shape), s = randn({shape[0], shape[1]}), dy = randn(shape);
     const Tensor y = scale_add_relu(x, s, r);
-    const std::string dims = "n" + std::to_string(shape[0]) + "_c" + std::to_string(shape[1]) + "_" +
+    const std::string dims = std::string("n") + std::to_string(shape[0]) + "_c" + std::to_string(shape[1]) + "_" +
                              std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
     rows.push_back({"scale_add_relu_forward_" + dims, bench::median_ms([&] { scale_add_relu(x, s, r); }, timing),
                     "fused"});

@@ -122,7 +122,7 @@ std::map<int64_t, Latency> ember_infer(const Subject& s, const std::vector<int64
 
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (int64_t x : v) s.append(s.empty() ? "" : ",").append(std::to_string(x));
   return s;
 }
 

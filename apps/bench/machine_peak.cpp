@@ -96,7 +96,7 @@ std::string cpu_identity() {
     if (line.starts_with("vendor_id")) vendor = value(line);
     else if (line.starts_with("cpu family")) family = value(line);
     else if (line.starts_with("model\t")) model = value(line);
-    else if (line.starts_with("flags")) flags = " " + value(line) + " ";
+    else if (line.starts_with("flags")) flags = std::string(" ").append(value(line)).append(" ");
   }
   std::string id = vendor + " family " + family + " model " + model;
   for (const char* f : {"avx512f", "avx512_bf16", "amx_bf16"})
