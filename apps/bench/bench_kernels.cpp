@@ -60,7 +60,7 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
   }
 
   Table table({"kernel", "ember ms", "pytorch ms", "speedup", "algorithm"}, {50, 10, 11, 8, 14});
-  out << table.header() << "\n";
+  out << "peer: " << peer_identity() << "\n" << table.header() << "\n";
   int slower = 0, compared = 0;
   for (const KernelRow& r : rows) {
     auto it = torch.find(r.name);

@@ -172,7 +172,8 @@ void bench_losses(std::ostream& out, std::ostream& log, const BenchLossesOptions
   out << "ember bench losses on " << o.device << ": ms per forward+backward (" << o.precision
       << " embeddings), median of 7 blocks after warm-up, "
       << "best of " << rounds << " alternating round(s), " << threads << " CPU thread(s); PyTorch (the same formulas, "
-      << "eager, as PML computes them) measured in the same run (" << peer_python() << ")\n\n" << std::flush;
+      << "eager, as PML computes them) measured in the same run (" << peer_python() << ")\npeer: " << peer_identity()
+      << "\n\n" << std::flush;
 
   std::map<std::string, Measured> ember;  // best round per row
   std::map<std::string, double> torch;

@@ -80,7 +80,8 @@ void bench_mnist(const BenchMnistOptions& o, std::ostream& out) {
   out << "ember bench mnist: one epoch of mnist_cnn (SGD lr 0.01, cross-entropy, shuffled, drop last), "
       << num_threads() << " thread(s), " << std::max(o.rounds, 1)
       << " alternating round(s), fastest kept; PyTorch (fp32) "
-      << (o.with_pytorch ? "measured in the same run" : "skipped") << "\ncpu: " << cpu_identity() << "\n\n";
+      << (o.with_pytorch ? "measured in the same run" : "skipped") << "\ncpu: " << cpu_identity()
+      << (o.with_pytorch ? "\npeer: " + peer_identity() : std::string()) << "\n\n";
   Table table({"batch", "precision", "ember s", "vs fp32", "pytorch s", "speedup", "ember acc", "pytorch acc",
                "ember peak MiB"},
               {6, 10, 9, 8, 10, 8, 10, 12, 14});

@@ -19,4 +19,9 @@ std::string peer_script_path(const std::string& script);
 // the last field) becomes an entry. Lines that do not parse are ignored.
 std::map<std::string, double> run_peer_script(const std::string& script, const std::vector<std::string>& args);
 
+// One line naming the PyTorch peer and the BLAS its process mapped (torch_blas.py), e.g.
+// "PyTorch 1.13.0a0, BLAS openblas-pthread/libblas.so.3, ..., oneDNN": Debian's PyTorch uses the
+// reference BLAS unless OpenBLAS is installed, which changes every matmul-bound row.
+std::string peer_identity();
+
 }  // namespace ember::bench
