@@ -13,9 +13,11 @@
 //    low-precision result; the GEMM itself accumulates in f32. The casts are .to() ops on the
 //    autograd tape, so the f32 master weights receive f32 gradients: the gradient computed in
 //    bf16 is widened by the cast's backward.
-//  - f32 ops (softmax, log_softmax, batch_norm, cross_entropy, nll_loss, the metric losses,
-//    logsumexp, var, stddev, norm) widen 16-bit inputs and return f32: their sums over many
-//    terms, and the loss the optimizer sees, keep f32's precision.
+//  - f32 ops (softmax, log_softmax, batch_norm on CUDA, cross_entropy, nll_loss, the metric
+//    losses, logsumexp, var, stddev, norm) widen 16-bit inputs and return f32: their sums over
+//    many terms, and the loss the optimizer sees, keep f32's precision. batch_norm on the CPU
+//    keeps 16-bit activations (as PyTorch's CPU autocast does) and computes in f32 with its
+//    sums in double and f32 parameters (Note [16-bit batch norm] in ops/norm.cpp).
 //  - Binary arithmetic (add, sub, mul, div) and the fused scale_add_relu of 16-bit and f32
 //    tensors promote to f32, PyTorch's type promotion; without autocast mixing dtypes stays an
 //    error.

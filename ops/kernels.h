@@ -78,9 +78,12 @@ void adam_step(const AdamStep& step, const Tensor& param, const Tensor& grad, co
                const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
 
 // ---- batch norm (norm.cpp) ------------------------------------------------------------------
-// x: (N, C, S) contiguous f32/f64 -> mean, invstd: (C) contiguous, x's dtype:
+// Activations (x, y, grad, dx) are f32/f64, or on the CPU also bf16/f16 (Note [16-bit batch norm]
+// in ops/norm.cpp); the per-channel tensors (mean, invstd, running stats, weight, bias, dweight,
+// dbias) are f32 for 16-bit activations and the activations' dtype otherwise.
+// x: (N, C, S) contiguous -> mean, invstd: (C) contiguous:
 //   mean[c] = mean of x[:, c, :], invstd[c] = 1 / sqrt(biased var + eps).
-// running_mean, running_var: (C) x's dtype, or both undefined; when defined they are updated
+// running_mean, running_var: (C), or both undefined; when defined they are updated
 // in place: running = (1 - momentum) * running + momentum * batch, with the unbiased variance.
 void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
                       const Tensor& running_mean, const Tensor& running_var);

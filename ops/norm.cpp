@@ -21,12 +21,34 @@ Tensor as_ncs(const Tensor& x) {
   return Tensor::view_of(x, {N, C, S}, {C * S, S, 1}, x.offset());
 }
 
+// Note [16-bit batch norm]: on the CPU, bf16 and f16 activations are normalised where they lie:
+// the kernels read them, compute in f32 with the statistics summed in double, and round y (and
+// dx) once, while the per-channel tensors (weight, bias, running stats, the saved mean and
+// invstd, dweight, dbias) are f32. That is what the widening fallback computes, bit for bit
+// (same double sums of the same values, same f32 arithmetic, one rounding), without its two
+// conversion passes over every activation and their f32 copies: under autocast, where each
+// convolution's bf16 output went through batch norm in f32 and back to bf16 for the next
+// convolution, those passes were a tenth of an SE-ResNeXt training step. PyTorch's CPU autocast
+// also leaves batch_norm in its input's dtype. CUDA keeps the fallback (its kernels are one-dtype).
+bool native_16_bit(const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
+  if (!x.device().is_cpu() || !is_reduced_float(x.dtype())) return false;
+  for (const Tensor* t : per_channel)
+    if (t->defined() && t->dtype() != DType::f32) return false;
+  return true;
+}
+
+// The dtype of the per-channel tensors for activations of x's dtype, and their options.
+DType channel_dtype(const Tensor& x) { return is_reduced_float(x.dtype()) ? DType::f32 : x.dtype(); }
+TensorOptions channel_options(const Tensor& x) { return {channel_dtype(x), x.device(), false}; }
+
 void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
   if (!t.defined()) return;
   EMBER_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: expected ", what, " of shape ",
               shape_str({x.size(1)}), " for input ", shape_str(x.shape()), ", got ", shape_str(t.shape()));
   check_same_device("batch_norm", x, t);
-  check_same_dtype("batch_norm", x, t);
+  EMBER_CHECK(t.dtype() == channel_dtype(x), "batch_norm: expected ", what, " of dtype ",
+              dtype_name(channel_dtype(x)), " for input of dtype ", dtype_name(x.dtype()), ", got ",
+              dtype_name(t.dtype()));
 }
 
 }  // namespace
@@ -36,7 +58,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   EMBER_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ",
               shape_str(x.shape()));
   EMBER_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
-  if (is_reduced_float(x.dtype()) || (running_mean.defined() && is_reduced_float(running_mean.dtype()))) {
+  const bool native = native_16_bit(x, {&weight, &bias, &running_mean, &running_var});
+  if (!native &&
+      (is_reduced_float(x.dtype()) || (running_mean.defined() && is_reduced_float(running_mean.dtype())))) {
     // Statistics in f32 (Note [Reduced-precision fallback]); 16-bit running stats get the update back.
     Tensor rm = widened(running_mean), rv = widened(running_var);
     Tensor y = batch_norm(widened(x), widened(weight), widened(bias), rm, rv, training, momentum, eps, act);
@@ -65,8 +89,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   const Tensor xc = x.contiguous();
   Tensor mean, invstd;
   if (training) {
-    mean = Tensor::empty({C}, x.options());
-    invstd = Tensor::empty({C}, x.options());
+    mean = Tensor::empty({C}, channel_options(x));
+    invstd = Tensor::empty({C}, channel_options(x));
     EMBER_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()),
                 "batch_norm: running stats must be contiguous (they are updated in place)");
     batch_norm_stats_kernel(x.device(), as_ncs(xc), eps, momentum, mean, invstd, running_mean, running_var);
@@ -119,8 +143,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad, const Tensor& x, const Te
   const int64_t C = x.size(1);
   BatchNormGrads d;
   if (need_dx) d.dx = Tensor::empty(x.shape(), x.options());
-  if (need_dweight) d.dweight = Tensor::empty({C}, x.options());
-  if (need_dbias) d.dbias = Tensor::empty({C}, x.options());
+  if (need_dweight) d.dweight = Tensor::empty({C}, channel_options(x));
+  if (need_dbias) d.dbias = Tensor::empty({C}, channel_options(x));
   const Tensor xc = x.contiguous(), gc = grad.contiguous();
   batch_norm_backward_kernel(x.device(), act, as_ncs(gc), activated ? as_ncs(output.contiguous()) : Tensor(),
                              as_ncs(xc), mean.contiguous(), invstd.contiguous(),

@@ -2,11 +2,17 @@
 // contiguous elements. Note [Two-pass statistics]: the mean is computed first and the variance
 // from the centred values, both accumulated in double, so a channel whose values sit far from
 // zero (mean 1e4, spread 1) does not lose its variance to cancellation as E[x^2] - E[x]^2 would.
+//
+// Activations may be bf16/f16 with f32 per-channel tensors (Note [16-bit batch norm] in
+// ops/norm.cpp): a kernel reads T, computes in P = compute_t<T> (f32 for 16-bit) and rounds
+// each output once; the sums stay double.
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 
@@ -26,6 +32,58 @@ void for_channel(const T* base, const Planes& p, int64_t c, F&& f) {
   for (int64_t n = 0; n < p.N; ++n) f(base + (n * p.C + c) * p.S, p.S);
 }
 
+// Element i of p as compute_t<T>, through its bit pattern for bf16/f16 (Note [Blocks of 16]:
+// the Float16 struct's own conversion kept loops scalar).
+template <class T>
+compute_t<T> value_at(const T* p, int64_t i) {
+  storage_t<T> bits;
+  std::memcpy(&bits, p + i, sizeof bits);
+  compute_t<T> v;
+  widen_bits<1, T>(&bits, &v);
+  return v;
+}
+
+// The elementwise passes below load 16 values at a time into compute_t<T>, compute, and round
+// and store 16 (Note [Blocks of 16]); a per-element T(...) store kept the 16-bit loops scalar.
+
+// y[s] = T(fn(x[s] * a + shift)) for s < n.
+template <class T, class Fn>
+void normalize_run(const T* x, T* y, int64_t n, compute_t<T> a, compute_t<T> shift, Fn fn) {
+  using C = compute_t<T>;
+  int64_t s = 0;
+  for (; s + 16 <= n; s += 16) {
+    C v[16];
+    load_block<16>(x + s, v);
+    for (int j = 0; j < 16; ++j) v[j] = fn(v[j] * a + shift);
+    store_block<16>(v, y + s);
+  }
+  for (; s < n; ++s) y[s] = T(fn(value_at(x, s) * a + shift));
+}
+
+// dx[s] = T(f(g[s], y[s], x[s])) for s < n; y may be null (f then ignores its second argument).
+template <class T, class F>
+void dx_run(const T* g, const T* y, const T* x, T* dx, int64_t n, F f) {
+  using C = compute_t<T>;
+  int64_t s = 0;
+  for (; s + 16 <= n; s += 16) {
+    C gv[16], yv[16] = {}, xv[16], r[16];
+    load_block<16>(g + s, gv);
+    if (y) load_block<16>(y + s, yv);
+    load_block<16>(x + s, xv);
+    for (int j = 0; j < 16; ++j) r[j] = f(gv[j], yv[j], xv[j]);
+    store_block<16>(r, dx + s);
+  }
+  for (; s < n; ++s) dx[s] = T(f(value_at(g, s), y ? value_at(y, s) : C(0), value_at(x, s)));
+}
+
+// Calls f(TypeTag<T>{}) for the activation dtypes the CPU kernels take: f32, f64, bf16, f16.
+template <class F>
+void dispatch_activations(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
+  if (dtype == DType::f16) return f(TypeTag<Half>{});
+  dispatch_float(dtype, op, f);
+}
+
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
@@ -39,17 +97,20 @@ template <class T, class Fn>
 void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
                     const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx, const Tensor& dweight,
                     const Tensor& dbias) {
+  using P = compute_t<T>;
   const Planes p = planes_of(x);
-  const T *gd = grad.data<T>(), *xd = x.data<T>(), *md = mean.data<T>(), *id = invstd.data<T>();
-  const T* w = data_or_null<T>(weight);
+  const T *gd = grad.data<T>(), *xd = x.data<T>();
+  const P *md = mean.data<P>(), *id = invstd.data<P>();
+  const P* w = data_or_null<P>(weight);
   const T* yd = data_or_null<T>(y);
-  // The gradient of the normalised value at i: grad itself, or through the activation.
-  // relu's as a bit mask, which vectorises (Note [GCC 12 masked-load miscompile]).
-  auto g_at = [&](int64_t i) {
-    if constexpr (Fn::kIdentity) return gd[i];
-    else if constexpr (std::is_same_v<Fn, ActivationFn<Activation::relu>>) return relu_backward_masked(gd[i], yd[i]);
-    else return fn.backward(gd[i], yd[i]);
+  // The gradient of the normalised value at i: grad itself, or through the activation; relu's as
+  // a bit mask, which vectorises (Note [GCC 12 masked-load miscompile]).
+  auto grad_of = [&](P g, P yv) -> P {
+    if constexpr (Fn::kIdentity) return g;
+    else if constexpr (std::is_same_v<Fn, ActivationFn<Activation::relu>>) return relu_backward_masked(g, yv);
+    else return fn.backward(g, yv);
   };
+  auto g_at = [&](int64_t i) -> P { return grad_of(value_at(gd, i), Fn::kIdentity ? P(0) : value_at(yd, i)); };
   // Per channel: sum(grad) and sum(grad * xhat).
   std::vector<double> sum_g(size_t(p.C)), sum_gxhat(size_t(p.C));
   parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
@@ -61,7 +122,7 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
         lane_sums(p.S, sums, [&](int64_t s, double (&t)[2]) {
           const double g = double(g_at(at + s));
           t[0] = g;
-          t[1] = g * (double(xd[at + s]) - mu);
+          t[1] = g * (double(value_at(xd, at + s)) - mu);
         });
       }
       sum_g[size_t(c)] = sums[0];
@@ -69,9 +130,9 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
     }
   });
   if (dweight.defined())
-    for (int64_t c = 0; c < p.C; ++c) dweight.data<T>()[c] = T(sum_gxhat[size_t(c)]);
+    for (int64_t c = 0; c < p.C; ++c) dweight.data<P>()[c] = P(sum_gxhat[size_t(c)]);
   if (dbias.defined())
-    for (int64_t c = 0; c < p.C; ++c) dbias.data<T>()[c] = T(sum_g[size_t(c)]);
+    for (int64_t c = 0; c < p.C; ++c) dbias.data<P>()[c] = P(sum_g[size_t(c)]);
   if (!dx.defined()) return;
   // dx = k * (g - mean_g - xhat * mean_gxhat) = g * k - (x - mean) * a + b per channel, with
   // k = weight * invstd, a = k * invstd * mean_gxhat, b = -k * mean_g.
@@ -82,23 +143,26 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   // Note [Evaluation dx]: in evaluation the statistics are constants and dx = g * k alone. The
   // general form would add x * 0 there, which turns a NaN or infinite x into a NaN dx where
   // PyTorch gives g * k; so evaluation skips the x term (a uniform branch, hoisted by the compiler).
-  std::vector<T> k(size_t(p.C)), a(size_t(p.C)), b(size_t(p.C));
+  std::vector<P> k(size_t(p.C)), a(size_t(p.C)), b(size_t(p.C));
   const double m = double(p.count());
   for (int64_t c = 0; c < p.C; ++c) {
     const double kc = (w ? double(w[c]) : 1.0) * double(id[c]);
     const double mg = training ? sum_g[size_t(c)] / m : 0.0, mgx = training ? sum_gxhat[size_t(c)] / m : 0.0;
-    k[size_t(c)] = T(kc);
-    a[size_t(c)] = T(kc * double(id[c]) * mgx);
-    b[size_t(c)] = T(-kc * mg);
+    k[size_t(c)] = P(kc);
+    a[size_t(c)] = P(kc * double(id[c]) * mgx);
+    b[size_t(c)] = P(-kc * mg);
   }
   T* dxd = dx.data<T>();
   parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t c = 0; c < p.C; ++c) {
         const int64_t at = (n * p.C + c) * p.S;
-        const T kc = k[size_t(c)], ac = a[size_t(c)], bc = b[size_t(c)], mc = md[c];
-        for (int64_t s = 0; s < p.S; ++s)
-          dxd[at + s] = training ? g_at(at + s) * kc - (xd[at + s] - mc) * ac + bc : g_at(at + s) * kc;
+        const P kc = k[size_t(c)], ac = a[size_t(c)], bc = b[size_t(c)], mc = md[c];
+        auto dx_of = [&](P g, P yv, P xv) {
+          const P gm = grad_of(g, yv);
+          return training ? gm * kc - (xv - mc) * ac + bc : gm * kc;
+        };
+        dx_run(gd + at, yd ? yd + at : nullptr, xd + at, dxd + at, p.S, dx_of);
       }
   });
 }
@@ -107,31 +171,34 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
 
 void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
                       const Tensor& running_mean, const Tensor& running_var) {
-  dispatch_float(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+  dispatch_activations(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    using P = compute_t<T>;
     const Planes p = planes_of(x);
     const T* xd = x.data<T>();
-    T* md = mean.data<T>();
-    T* id = invstd.data<T>();
-    T* rm = data_or_null<T>(running_mean);
-    T* rv = data_or_null<T>(running_var);
+    P* md = mean.data<P>();
+    P* id = invstd.data<P>();
+    P* rm = data_or_null<P>(running_mean);
+    P* rv = data_or_null<P>(running_var);
     const double m = double(p.count());
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         double sum = 0;
-        for_channel(xd, p, c, [&](const T* run, int64_t len) { sum += lane_sum(len, [&](int64_t s) { return run[s]; }); });
+        for_channel(xd, p, c, [&](const T* run, int64_t len) {
+          sum += lane_sum(len, [&](int64_t s) { return value_at(run, s); });
+        });
         const double mu = sum / m;
         double sq = 0;
         for_channel(xd, p, c, [&](const T* run, int64_t len) {
           sq += lane_sum(len, [&](int64_t s) {
-            const double d = double(run[s]) - mu;
+            const double d = double(value_at(run, s)) - mu;
             return d * d;
           });
         });
         const double var = sq / m;
-        md[c] = T(mu);
-        id[c] = T(1.0 / std::sqrt(var + eps));
-        if (rm) rm[c] = T((1 - momentum) * double(rm[c]) + momentum * mu);
-        if (rv) rv[c] = T((1 - momentum) * double(rv[c]) + momentum * (m > 1 ? sq / (m - 1) : var));
+        md[c] = P(mu);
+        id[c] = P(1.0 / std::sqrt(var + eps));
+        if (rm) rm[c] = P((1 - momentum) * double(rm[c]) + momentum * mu);
+        if (rv) rv[c] = P((1 - momentum) * double(rv[c]) + momentum * (m > 1 ? sq / (m - 1) : var));
       }
     });
   });
@@ -139,14 +206,15 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                       const Tensor& bias, Activation act, const Tensor& y) {
-  dispatch_float(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+  dispatch_activations(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    using P = compute_t<T>;
     const Planes p = planes_of(x);
     // y = x * scale[c] + shift[c]
-    std::vector<T> scale(size_t(p.C)), shift(size_t(p.C));
-    const T *md = mean.data<T>(), *id = invstd.data<T>(), *w = data_or_null<T>(weight), *b = data_or_null<T>(bias);
+    std::vector<P> scale(size_t(p.C)), shift(size_t(p.C));
+    const P *md = mean.data<P>(), *id = invstd.data<P>(), *w = data_or_null<P>(weight), *b = data_or_null<P>(bias);
     for (int64_t c = 0; c < p.C; ++c) {
-      scale[size_t(c)] = id[c] * (w ? w[c] : T(1));
-      shift[size_t(c)] = (b ? b[c] : T(0)) - md[c] * scale[size_t(c)];
+      scale[size_t(c)] = id[c] * (w ? w[c] : P(1));
+      shift[size_t(c)] = (b ? b[c] : P(0)) - md[c] * scale[size_t(c)];
     }
     const T* xd = x.data<T>();
     T* yd = y.data<T>();
@@ -156,8 +224,8 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t c = 0; c < p.C; ++c) {
             const int64_t at = (n * p.C + c) * p.S;
-            const T a = scale[size_t(c)], sh = shift[size_t(c)];
-            for (int64_t s = 0; s < p.S; ++s) yd[at + s] = fn(xd[at + s] * a + sh);
+            const P a = scale[size_t(c)], sh = shift[size_t(c)];
+            normalize_run(xd + at, yd + at, p.S, a, sh, fn);
           }
       });
     });
@@ -167,7 +235,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
                          const Tensor& dweight, const Tensor& dbias) {
-  dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
+  dispatch_activations(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
     visit_activation(act, [&](auto fn) {
       backward_typed<T>(fn, grad, y, x, mean, invstd, weight, training, dx, dweight, dbias);
     });

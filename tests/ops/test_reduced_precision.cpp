@@ -123,6 +123,45 @@ TEST_CASE("reduced precision: softmax, pooling, normalisation and losses run in 
   }
 }
 
+TEST_CASE("reduced precision: batch_norm on 16-bit activations with f32 parameters equals the widened computation, "
+          "forward and backward, relu fused, under autocast too",
+          "[ops][f16]") {
+  // Note [16-bit batch norm]: the CPU kernels read bf16/f16 and round y and dx once; the f32
+  // parameters get f32 gradients. 7 x 5 planes: runs shorter than and not a multiple of 16.
+  const Tensor x32 = randn({3, 4, 7, 5}, {}, &gen), g32 = randn({3, 4, 7, 5}, {}, &gen);
+  const Tensor w0 = add(mul(randn({4}, {}, &gen), 0.2), 1.0), b0 = mul(randn({4}, {}, &gen), 0.1);
+  for (DType low : kLow) {
+    for (bool training : {true, false}) {
+      INFO(dtype_name(low) << (training ? " training" : " evaluation"));
+      Tensor x = x32.to(low).requires_grad_(true), xw = x32.to(low).to(DType::f32).requires_grad_(true);
+      Tensor w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      Tensor ww = w0.clone().requires_grad_(true), bw = b0.clone().requires_grad_(true);
+      Tensor rm = mul(ones({4}), 0.1), rv = mul(ones({4}), 2.0), rm_ref = rm.clone(), rv_ref = rv.clone();
+      const Tensor g = g32.to(low);
+      Tensor y;
+      {
+        AutocastGuard autocast(low);  // batch_norm keeps 16-bit activations on the CPU (Note [Autocast policy])
+        y = batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5, Activation::relu);
+      }
+      const Tensor y_ref = batch_norm(xw, ww, bw, rm_ref, rv_ref, training, 0.1, 1e-5, Activation::relu);
+      CHECK(y.dtype() == low);
+      check_bitwise(values(y), rounded(y_ref, low));
+      check_bitwise(rm.to_vector<float>(), rm_ref.to_vector<float>());
+      check_bitwise(rv.to_vector<float>(), rv_ref.to_vector<float>());
+      sum(mul(y, g)).backward();
+      sum(mul(y_ref, g.to(DType::f32))).backward();
+      CHECK(x.grad().dtype() == low);
+      CHECK(w.grad().dtype() == DType::f32);
+      check_bitwise(values(x.grad()), rounded(xw.grad(), low));
+      check_bitwise(w.grad().to_vector<float>(), ww.grad().to_vector<float>());
+      check_bitwise(b.grad().to_vector<float>(), bw.grad().to_vector<float>());
+    }
+  }
+  // A 16-bit input with parameters of a third dtype is an error that names both.
+  CHECK_THROWS_WITH(batch_norm(x32.to(DType::bf16), w0.to(DType::f64), {}, {}, {}, true, 0.1, 1e-5),
+                    Catch::Matchers::Contains("batch_norm"));
+}
+
 TEST_CASE("reduced precision: GEMM ops take bf16 / f16 operands and accumulate in f32", "[ops][f16]") {
   const Tensor a32 = randn({7, 40}, {}, &gen), b32 = randn({40, 5}, {}, &gen);
   const Tensor x32 = randn({2, 3, 8, 8}, {}, &gen), w32 = randn({4, 3, 3, 3}, {}, &gen);
