@@ -17,6 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "core/float16.h"
 
 namespace ember::cpu {
@@ -63,6 +64,15 @@ inline void store_block(const compute_t<T>* v, T* dst) {
   } else {
     std::memcpy(dst, v, N * sizeof(T));
   }
+}
+
+// Calls f(TypeTag<T>{}) for f32, f64, bf16 and f16: the kernels that read 16-bit values natively
+// and compute in compute_t<T>; anything else is an error naming `op`.
+template <class F>
+void dispatch_float_or_16_bit(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
+  if (dtype == DType::f16) return f(TypeTag<Half>{});
+  dispatch_float(dtype, op, f);
 }
 
 }  // namespace ember::cpu

@@ -76,14 +76,6 @@ void dx_run(const T* g, const T* y, const T* x, T* dx, int64_t n, F f) {
   for (; s < n; ++s) dx[s] = T(f(value_at(g, s), y ? value_at(y, s) : C(0), value_at(x, s)));
 }
 
-// Calls f(TypeTag<T>{}) for the activation dtypes the CPU kernels take: f32, f64, bf16, f16.
-template <class F>
-void dispatch_activations(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
-  if (dtype == DType::f16) return f(TypeTag<Half>{});
-  dispatch_float(dtype, op, f);
-}
-
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
@@ -171,7 +163,7 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
 
 void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor& mean, const Tensor& invstd,
                       const Tensor& running_mean, const Tensor& running_var) {
-  dispatch_activations(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+  dispatch_float_or_16_bit(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     using P = compute_t<T>;
     const Planes p = planes_of(x);
     const T* xd = x.data<T>();
@@ -206,7 +198,7 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                       const Tensor& bias, Activation act, const Tensor& y) {
-  dispatch_activations(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+  dispatch_float_or_16_bit(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     using P = compute_t<T>;
     const Planes p = planes_of(x);
     // y = x * scale[c] + shift[c]
@@ -235,7 +227,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(Activation act, const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training, const Tensor& dx,
                          const Tensor& dweight, const Tensor& dbias) {
-  dispatch_activations(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
+  dispatch_float_or_16_bit(x.dtype(), "batch_norm_backward", [&]<class T>(TypeTag<T>) {
     visit_activation(act, [&](auto fn) {
       backward_typed<T>(fn, grad, y, x, mean, invstd, weight, training, dx, dweight, dbias);
     });

@@ -1,14 +1,16 @@
 // The squeeze-and-excitation tail on the CPU: y = relu(x * scale[n, c] + residual) and its
 // one-pass backward (contracts in ops/kernels.h, Note [SE tail] in ops/scale_add_relu.h).
 //
-// Tensors are (N, C, S): a task owns whole (n, c) planes, so it alone writes its dscale entries
-// and the result does not depend on the thread count. Inside a plane the loops are
-// branch-free (the mask is a select) and the dscale sum runs in 16 independent lanes, so the
-// compiler vectorises both.
+// Tensors are (N, C, S), f32/f64 or bf16/f16 (loaded into f32, each output rounded once: what
+// the widening fallback computes, bit for bit). A task owns whole (n, c) planes, so it alone
+// writes its dscale entries and the result does not depend on the thread count. Inside a plane
+// the loops are branch-free (the mask is a bit mask) and the dscale sum runs in 16 independent
+// lanes, so the compiler vectorises both.
 #include <algorithm>
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 
@@ -23,41 +25,65 @@ int64_t plane_grain(int64_t S) { return std::max<int64_t>(1, kElementsPerTask / 
 
 template <class T>
 void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y) {
+  using C = compute_t<T>;
   const int64_t planes = x.size(0) * x.size(1), S = x.size(2);
   const T* xp = x.data<T>();
   const T* sp = scale.data<T>();
   const T* rp = residual.data<T>();
   T* yp = y.data<T>();
+  const UnaryFn<UnaryOp::relu> relu;  // NaN stays NaN (Note [NaN through relu])
   parallel_for(0, planes, plane_grain(S), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const T s = sp[p];
+      const C s = C(sp[p]);
       const T* xs = xp + p * S;
       const T* rs = rp + p * S;
       T* ys = yp + p * S;
-      for (int64_t i = 0; i < S; ++i) {
-        const T v = xs[i] * s + rs[i];
-        ys[i] = UnaryFn<UnaryOp::relu>{}(v);  // NaN stays NaN (Note [NaN through relu])
+      int64_t i = 0;
+      for (; i + kLanes <= S; i += kLanes) {  // Note [Blocks of 16]
+        C xv[kLanes], rv[kLanes];
+        load_block<kLanes>(xs + i, xv);
+        load_block<kLanes>(rs + i, rv);
+        for (int j = 0; j < kLanes; ++j) xv[j] = relu(xv[j] * s + rv[j]);
+        store_block<kLanes>(xv, ys + i);
       }
+      for (; i < S; ++i) ys[i] = T(relu(C(xs[i]) * s + C(rs[i])));
     }
   });
 }
 
 // One plane of the backward; the outputs that are not wanted (k* false) are not touched.
-// Returns the plane's dscale.
+// Returns the plane's dscale, summed in compute_t<T> lanes. Blocks of 16 are loaded, computed and
+// stored whole (Note [Blocks of 16]); relu's gradient is a bit mask (Note [GCC 12 masked-load
+// miscompile]).
 template <bool kDx, bool kDscale, bool kDresidual, class T>
-T backward_plane(int64_t S, T s, const T* g, const T* y, const T* x, T* dx, T* dr) {
-  T lanes[kLanes] = {};
-  auto step = [&](int64_t i, T& lane) {
-    const T gm = relu_backward_masked(g[i], y[i]);  // Note [GCC 12 masked-load miscompile]
-    if constexpr (kDx) dx[i] = gm * s;
-    if constexpr (kDresidual) dr[i] = gm;
-    if constexpr (kDscale) lane += gm * x[i];
-  };
+compute_t<T> backward_plane(int64_t S, compute_t<T> s, const T* g, const T* y, const T* x, T* dx, T* dr) {
+  using C = compute_t<T>;
+  C lanes[kLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= S; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) step(i + j, lanes[j]);
-  for (; i < S; ++i) step(i, lanes[0]);
-  T total = 0;
+  for (; i + kLanes <= S; i += kLanes) {
+    C gm[kLanes], yv[kLanes];
+    load_block<kLanes>(g + i, gm);
+    load_block<kLanes>(y + i, yv);
+    for (int j = 0; j < kLanes; ++j) gm[j] = relu_backward_masked(gm[j], yv[j]);
+    if constexpr (kDx) {
+      C d[kLanes];
+      for (int j = 0; j < kLanes; ++j) d[j] = gm[j] * s;
+      store_block<kLanes>(d, dx + i);
+    }
+    if constexpr (kDresidual) store_block<kLanes>(gm, dr + i);
+    if constexpr (kDscale) {
+      C xv[kLanes];
+      load_block<kLanes>(x + i, xv);
+      for (int j = 0; j < kLanes; ++j) lanes[j] += gm[j] * xv[j];
+    }
+  }
+  for (; i < S; ++i) {
+    const C gm = relu_backward_masked(C(g[i]), C(y[i]));
+    if constexpr (kDx) dx[i] = T(gm * s);
+    if constexpr (kDresidual) dr[i] = T(gm);
+    if constexpr (kDscale) lanes[0] += gm * C(x[i]);
+  }
+  C total = 0;
   for (int j = 0; j < kLanes; ++j) total += lanes[j];
   return total;
 }
@@ -78,9 +104,10 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& x, const 
   parallel_for(0, planes, plane_grain(S), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t at = p * S;
-      const T total = backward_plane<kDx, kDscale, kDresidual>(S, sp[p], gp + at, yp + at, xp + at,
-                                                               kDx ? dxp + at : nullptr, kDresidual ? drp + at : nullptr);
-      if constexpr (kDscale) dsp[p] = total;
+      const compute_t<T> total =
+          backward_plane<kDx, kDscale, kDresidual, T>(S, compute_t<T>(sp[p]), gp + at, yp + at, xp + at,
+                                                     kDx ? dxp + at : nullptr, kDresidual ? drp + at : nullptr);
+      if constexpr (kDscale) dsp[p] = T(total);
     }
   });
 }
@@ -88,12 +115,12 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& x, const 
 }  // namespace
 
 void scale_add_relu_forward(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y) {
-  dispatch_float(x.dtype(), "scale_add_relu", [&]<class T>(TypeTag<T>) { forward_typed<T>(x, scale, residual, y); });
+  dispatch_float_or_16_bit(x.dtype(), "scale_add_relu", [&]<class T>(TypeTag<T>) { forward_typed<T>(x, scale, residual, y); });
 }
 
 void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale,
                              const Tensor& dx, const Tensor& dscale, const Tensor& dresidual) {
-  dispatch_float(x.dtype(), "scale_add_relu_backward", [&]<class T>(TypeTag<T>) {
+  dispatch_float_or_16_bit(x.dtype(), "scale_add_relu_backward", [&]<class T>(TypeTag<T>) {
     // Each combination of wanted outputs gets its own branch-free loop.
     with_flag(dx.defined(), [&](auto kDx) {
       with_flag(dscale.defined(), [&](auto kDscale) {

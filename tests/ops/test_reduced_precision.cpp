@@ -162,6 +162,31 @@ TEST_CASE("reduced precision: batch_norm on 16-bit activations with f32 paramete
                     Catch::Matchers::Contains("batch_norm"));
 }
 
+TEST_CASE("reduced precision: the SE tail scale_add_relu on 16-bit tensors equals the widened computation, "
+          "forward and backward",
+          "[ops][f16]") {
+  // Native on the CPU: loaded into f32, each output rounded once; dscale summed in f32 lanes as
+  // the f32 kernel sums. 5 x 7 planes: a block of 16 and a tail.
+  const Tensor x32 = randn({2, 3, 5, 7}, {}, &gen), r32 = randn({2, 3, 5, 7}, {}, &gen);
+  const Tensor s32 = randn({2, 3}, {}, &gen), g32 = randn({2, 3, 5, 7}, {}, &gen);
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    Tensor x = x32.to(low).requires_grad_(true), r = r32.to(low).requires_grad_(true);
+    Tensor s = s32.to(low).requires_grad_(true);
+    Tensor xw = x32.to(low).to(DType::f32).requires_grad_(true), rw = r32.to(low).to(DType::f32).requires_grad_(true);
+    Tensor sw = s32.to(low).to(DType::f32).requires_grad_(true);
+    const Tensor y = scale_add_relu(x, s, r), y_ref = scale_add_relu(xw, sw, rw);
+    CHECK(y.dtype() == low);
+    check_bitwise(values(y), rounded(y_ref, low));
+    const Tensor g = g32.to(low);
+    sum(mul(y, g)).backward();
+    sum(mul(y_ref, g.to(DType::f32))).backward();
+    check_bitwise(values(x.grad()), rounded(xw.grad(), low));
+    check_bitwise(values(r.grad()), rounded(rw.grad(), low));
+    check_bitwise(values(s.grad()), rounded(sw.grad(), low));
+  }
+}
+
 TEST_CASE("reduced precision: GEMM ops take bf16 / f16 operands and accumulate in f32", "[ops][f16]") {
   const Tensor a32 = randn({7, 40}, {}, &gen), b32 = randn({40, 5}, {}, &gen);
   const Tensor x32 = randn({2, 3, 8, 8}, {}, &gen), w32 = randn({4, 3, 3, 3}, {}, &gen);
