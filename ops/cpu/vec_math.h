@@ -74,33 +74,17 @@ T lane_max(int64_t n, F f) {
   return m;
 }
 
-// The kTerms sums over i < n of the terms that term(i, t) writes into t[0 .. kTerms), added into
-// sums[] in double: several sums of one pass over the data (batch norm's backward needs two).
-template <int kTerms, class Term>
-void lane_sums(int64_t n, double (&sums)[kTerms], Term term) {
-  double part[kTerms][kAccLanes] = {};
-  int64_t i = 0;
-  for (; i + kAccLanes <= n; i += kAccLanes)
-    for (int64_t k = 0; k < kAccLanes; ++k) {
-      double t[kTerms];
-      term(i + k, t);
-      for (int q = 0; q < kTerms; ++q) part[q][k] += t[q];
-    }
-  for (; i < n; ++i) {
-    double t[kTerms];
-    term(i, t);
-    for (int q = 0; q < kTerms; ++q) sums[q] += t[q];
-  }
-  for (int q = 0; q < kTerms; ++q)
-    for (int64_t k = 0; k < kAccLanes; ++k) sums[q] += part[q][k];
-}
-
 // sum over f(0..n-1), accumulated in double.
 template <class F>
 double lane_sum(int64_t n, F f) {
-  double sum[1] = {};
-  lane_sums(n, sum, [&](int64_t i, double (&t)[1]) { t[0] = double(f(i)); });
-  return sum[0];
+  double part[kAccLanes] = {};
+  int64_t i = 0;
+  for (; i + kAccLanes <= n; i += kAccLanes)
+    for (int64_t k = 0; k < kAccLanes; ++k) part[k] += double(f(i + k));
+  double s = 0;
+  for (; i < n; ++i) s += double(f(i));
+  for (int64_t k = 0; k < kAccLanes; ++k) s += part[k];
+  return s;
 }
 
 // relu's backward, g where y > 0 or y is NaN (BinaryOp::relu_backward, Note [NaN through relu]),
