@@ -24,8 +24,8 @@ constexpr ConvLayer kLayers[] = {
 // "n8_c128to128_g32_56x56_k3s1p1"
 std::string layer_name(const ConvLayer& l) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  return std::string("n") + s(l.n) + "_c" + s(l.cin) + "to" + s(l.cout) + "_g" + s(l.groups) + "_" + s(l.hw) + "x" + s(l.hw) +
-         "_k" + s(l.k) + "s" + s(l.stride) + "p" + s(l.pad);
+  return std::string("n") + s(l.n) + "_c" + s(l.cin) + "to" + s(l.cout) + "_g" + s(l.groups) + "_" + s(l.hw) + "x" +
+         s(l.hw) + "_k" + s(l.k) + "s" + s(l.stride) + "p" + s(l.pad);
 }
 
 }  // namespace

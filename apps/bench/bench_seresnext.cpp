@@ -262,7 +262,8 @@ void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ost
   for (const std::string& p : o.precisions) (void)autocast_of(p);
   out << "ember bench seresnext: NVIDIA's protocol on synthetic data, " << num_threads() << " thread(s), best of "
       << o.rounds << " alternating rounds; training: " << o.iters << " SGD steps after " << o.warmup
-      << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped") << "\ncpu: " << cpu_identity()
+      << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped")
+      << "\ncpu: " << cpu_identity()
       << (o.with_pytorch ? "\npeer: " + peer_identity() : std::string()) << "\n\n";
   for (const std::string& name : o.models) {
     Subject s = subject(name, o);

@@ -90,9 +90,14 @@ struct AmxPacking {
   using Packed = Bf16Pair;
   using Kernel = Bf16MicroKernel;
   static constexpr int kTileRows = kAmxMR, kTileColumns = kAmxNR;
-  // A step (a pair of K) costs AMX about a fifth of what it costs vdpbf16ps at these sizes: 256^3
-  // (8M steps) ran in 31 us on one thread and 73 us on two (`ember bench ops`).
-  static constexpr int64_t kSerialSteps = int64_t(1) << 25;
+  // A step (a pair of K) costs AMX a fraction of what it costs vdpbf16ps, so the f32 GEMM's 4M
+  // steps are far too few to wake the pool: 256^3 (8M steps) ran in 31 us on one thread and 73
+  // us on two. But packing B costs what it costs anyway, and where M is small it dominates:
+  // 32x3136x288 (14M steps, B 0.9M values) took 255 us on one thread. So: one thread below 32M
+  // steps unless B has 256K values or more (`ember bench ops`, this CPU).
+  static bool single_thread(int64_t M, int64_t N, int64_t K) {
+    return M * N * steps(K) < (int64_t(1) << 25) && N * K < (int64_t(1) << 18);
+  }
   GemmOperand a;   // op(A): (M, K), trans as given
   GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
   static int64_t steps(int64_t kc) { return amx_steps(kc); }

@@ -81,10 +81,27 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
   row_blocks = std::max(row_blocks, std::min(target, (M + 63) / 64));  // blocks of >= 64 rows
   const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kRows);
   row_blocks = (M + rows - 1) / rows;
-  int64_t groups = std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kColumns - 1) / (2 * kColumns));
+  int64_t groups =
+      std::clamp<int64_t>((target + row_blocks - 1) / row_blocks, 1, (nc + 2 * kColumns - 1) / (2 * kColumns));
   const int64_t columns = round_up((nc + groups - 1) / groups, kColumns);
   groups = (nc + columns - 1) / columns;
   return {rows, columns, row_blocks, groups};
+}
+
+// Whether an M x N x K GEMM is too small to wake the pool for: under 4M micro-kernel steps (M N
+// steps(K); Note [GEMM threads]), unless the Packing, whose kernel may be much faster per step,
+// decides itself with `single_thread(M, N, K)`.
+template <class Packing>
+bool single_thread(int64_t M, int64_t N, int64_t K) {
+  if constexpr (requires { Packing::single_thread(M, N, K); }) return Packing::single_thread(M, N, K);
+  else return M * N * Packing::steps(K) < (int64_t(1) << 22);
+}
+
+// The state a Packing needs while a thread runs work items (see the top of this file), or none.
+template <class Packing>
+auto work_scope(const Packing& packing) {
+  if constexpr (requires { packing.work_scope(); }) return packing.work_scope();
+  else return 0;
 }
 
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
@@ -104,31 +121,17 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
 // of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
 // system; thread-local buffers would outlive the allocator at exit.
-// Below this many micro-kernel steps (M N steps(K)) the GEMM keeps to one thread (Note [GEMM
-// threads]); a Packing whose kernel is much faster per step says so with kSerialSteps.
-template <class Packing>
-constexpr int64_t serial_steps() {
-  if constexpr (requires { Packing::kSerialSteps; }) return Packing::kSerialSteps;
-  else return int64_t(1) << 22;
-}
-
-// The state a Packing needs while a thread runs work items (see the top of this file), or none.
-template <class Packing>
-auto work_scope(const Packing& packing) {
-  if constexpr (requires { packing.work_scope(); }) return packing.work_scope();
-  else return 0;
-}
-
 template <class Packing>
 void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
                    const float* row_bias, const float* column_bias) {
   using Packed = typename Packing::Packed;
   constexpr int kRows = Packing::kTileRows, kColumns = Packing::kTileColumns;
-  const int threads = in_parallel_region() || M * N * Packing::steps(K) < serial_steps<Packing>() ? 1 : num_threads();
+  const int threads = in_parallel_region() || single_thread<Packing>(M, N, K) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
-  const int64_t nc_max = std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
+  const int64_t nc_max =
+      std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
   DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
   Packed* b_pack = static_cast<Packed*>(b_buf.get());

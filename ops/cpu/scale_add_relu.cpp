@@ -115,7 +115,8 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& x, const 
 }  // namespace
 
 void scale_add_relu_forward(const Tensor& x, const Tensor& scale, const Tensor& residual, const Tensor& y) {
-  dispatch_float_or_16_bit(x.dtype(), "scale_add_relu", [&]<class T>(TypeTag<T>) { forward_typed<T>(x, scale, residual, y); });
+  dispatch_float_or_16_bit(x.dtype(), "scale_add_relu",
+                           [&]<class T>(TypeTag<T>) { forward_typed<T>(x, scale, residual, y); });
 }
 
 void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& x, const Tensor& scale,

@@ -260,8 +260,8 @@ TEST_CASE("bf16 GEMM rounds f32 operands to nearest even while packing, infiniti
           gemm_packed_bf16(k.kernel, bf16_kernel_blocking(k.kernel), M, cols, K, 1.0f, ops_x,
                            cpu::gemm_operand(ones.data(), K, true), 0.0f, c.data(), cols, Activation::none);
         else
-          gemm_packed_bf16(k.kernel, bf16_kernel_blocking(k.kernel), M, cols, K, 1.0f, cpu::gemm_operand(ones.data(), K),
-                           ops_x, 0.0f, c.data(), cols, Activation::none);
+          gemm_packed_bf16(k.kernel, bf16_kernel_blocking(k.kernel), M, cols, K, 1.0f,
+                           cpu::gemm_operand(ones.data(), K), ops_x, 0.0f, c.data(), cols, Activation::none);
         for (int64_t r = 0; r < R; ++r) {
           for (int64_t o = 0; o < N; ++o) {
             const float got = special_is_a ? c[size_t(r * cols + o)] : c[size_t(o * cols + r)];
