@@ -10,13 +10,14 @@ namespace ember::cpu::gemm_detail {
 
 // Note [AMX bf16 GEMM]: AMX's TDPBF16PS multiplies a 16 x 32 tile of bf16 (16 rows of A, 32
 // values of K) by a 32 x 16 one (B, stored as 16 rows of pairs of K for 16 columns) into a 16 x
-// 16 tile of f32: 8,192 multiply-adds per instruction, one instruction per 16 cycles on a core,
-// about 20 times the f32 FMAs' rate (3.5 TFLOP/s on one core of the Xeon with AMX where this was
-// written, against 170 GFLOP/s of FMAs). With 8 tile registers of 1 KiB, the micro-kernel keeps
-// 2 x 2 accumulators (a 32 x 32 block of C) and loads 2 tiles of A and 2 of B per 32 values of K:
-// each operand tile is used twice, the most that 8 registers allow. At that rate the GEMM is
-// bound by moving data (packing, tile loads from L1/L2, C's epilogue), not by multiply-adds, so
-// the panels are laid out (ops/cpu/gemm_amx.h) for the cheapest loads: each tile 1 KiB of
+// 16 tile of f32: 8,192 multiply-adds per instruction, about 16 times the f32 FMAs' rate on the
+// Xeon with AMX where this was written (family 6 model 167: 3.77 TFLOP/s of TDPBF16PS on one
+// core against 239 GFLOP/s of FMAs, `ember bench ops`). With 8 tile registers of 1 KiB, the
+// micro-kernel keeps 2 x 2 accumulators (a 32 x 32 block of C) and loads 2 tiles of A and 2 of B
+// per 32 values of K: each operand tile is used twice, the most that 8 registers allow. At that
+// rate the GEMM is bound by moving data (packing, tile loads from L1/L2, C's epilogue), not by
+// multiply-adds (it reached 19-30% of the AMX peak on one thread, 4-6x the f32 GEMM), so the
+// panels are laid out (ops/cpu/gemm_amx.h) for the cheapest loads: each tile 1 KiB of
 // consecutive bytes. Packing goes through a 16 x 16 block of pairs: a source whose rows run along
 // K (A, or B stored (N, K)) gives the block's rows directly, one that runs along M or N gives its
 // columns, and the block is transposed when the layout wants the other order (B from B (K, N),
