@@ -24,12 +24,17 @@ Tensor as_ncs(const Tensor& x) {
 // Note [16-bit batch norm]: on the CPU, bf16 and f16 activations are normalised where they lie:
 // the kernels read them, compute in f32 with the statistics summed in double, and round y (and
 // dx) once, while the per-channel tensors (weight, bias, running stats, the saved mean and
-// invstd, dweight, dbias) are f32. That is what the widening fallback computes, bit for bit
-// (same double sums of the same values, same f32 arithmetic, one rounding), without its two
+// invstd, dweight, dbias) are f32. y, the running stats, dweight and dbias are bit for bit the
+// widening fallback's rounded once (same double sums of the same values, same f32 arithmetic);
+// dx too without an activation or with relu, except where a positive y rounds to zero (f16 below
+// 2^-25): the backward of a fused activation reads the saved y, which is now the 16-bit one, so
+// sigmoid's and tanh's dx differ from the fallback's by that rounding. It saves the fallback's two
 // conversion passes over every activation and their f32 copies: under autocast, where each
 // convolution's bf16 output went through batch norm in f32 and back to bf16 for the next
-// convolution, those passes were a tenth of an SE-ResNeXt training step. PyTorch's CPU autocast
-// also leaves batch_norm in its input's dtype. CUDA keeps the fallback (its kernels are one-dtype).
+// convolution, those passes were a tenth of an SE-ResNeXt training step. So under autocast
+// batch_norm returns the input's 16-bit dtype on the CPU (the fallback returned f32), as
+// PyTorch's CPU autocast leaves batch_norm in its input's dtype. CUDA keeps the fallback (its
+// kernels are one-dtype).
 bool native_16_bit(const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
   if (!x.device().is_cpu() || !is_reduced_float(x.dtype())) return false;
   for (const Tensor* t : per_channel)

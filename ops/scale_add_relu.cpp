@@ -57,9 +57,10 @@ void check_operands(const char* op, const Tensor& x, const Tensor& scale, std::i
 Tensor scale_add_relu(const Tensor& x, const Tensor& scale, const Tensor& residual) {
   if (Tensor px = x, ps = scale, pr = residual; autocast_promote(px, ps, pr))  // Note [Autocast policy]
     return scale_add_relu(px, ps, pr);
-  // bf16/f16: native on the CPU (computed in f32, rounded once: what the widening computes, bit
-  // for bit), widened on CUDA.
-  if (is_reduced_float(x.dtype()) && !x.device().is_cpu())
+  // bf16/f16: native on the CPU when all three share x's dtype (computed in f32, y rounded once:
+  // the widened computation's y, bit for bit), widened elsewhere, on CUDA and for mixed dtypes.
+  const bool native_16_bit = x.device().is_cpu() && scale.dtype() == x.dtype() && residual.dtype() == x.dtype();
+  if (is_reduced_float(x.dtype()) && !native_16_bit)
     return narrowed(scale_add_relu(widened(x), widened(scale), widened(residual)), x.dtype());
   check_operands("scale_add_relu", x, scale, {{"residual", residual}});
   const Tensor xc = x.contiguous(), sc = scale.contiguous();

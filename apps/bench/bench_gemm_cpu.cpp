@@ -89,11 +89,12 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     for (size_t r = 0; r < ms.size(); ++r) {
       const double gflops = flops / (ms[r] * 1e6);
       const bool bf16 = r >= 2;
-      // The bf16 rows' peak is that of the form running (Note [bf16 peak] in machine_peak.cpp).
+      // The bf16 rows' peak is that of the form running (Note [bf16 peak] in machine_peak.cpp);
+      // none for a form this CPU only emulates.
       const double peak = bf16 ? bf16_peak : fma_peak;
       std::vector<std::string> cells{names[r], s.label(), std::to_string(threads), fixed(ms[r], 3),
-                                     fixed(gflops, 1) + " GFLOP/s", fixed(peak, 1) + " GFLOP/s",
-                                     fixed(100 * gflops / peak, 1) + "%"};
+                                     fixed(gflops, 1) + " GFLOP/s", peak > 0 ? fixed(peak, 1) + " GFLOP/s" : "n/a",
+                                     peak > 0 ? fixed(100 * gflops / peak, 1) + "%" : "n/a"};
       if (bf16) cells.push_back(fixed(ms[0] / ms[r], 2) + "x");  // the rate against gemm ember's
       out << table.row(cells) << "\n";
     }

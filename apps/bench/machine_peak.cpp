@@ -75,7 +75,9 @@ double bf16_gemm_peak_gflops(int threads, double fma_gflops) {
 
 std::string bf16_gemm_form() {
   const cpu::gemm_detail::Bf16Kernel kernel = cpu::gemm_detail::default_bf16_kernel();
-  return kernel.amx ? "AMX tiles" : kernel.dot ? "vdpbf16ps pair kernel" : "widened to f32 while packing";
+  if (kernel.amx)
+    return kernel.amx == cpu::gemm_detail::amx_bf16_micro_kernel() ? "AMX tiles" : "AMX tiles, emulated (no AMX here)";
+  return kernel.dot ? "vdpbf16ps pair kernel" : "widened to f32 while packing";
 }
 
 double measure_amx_bf16_gflops(int threads) {

@@ -41,7 +41,8 @@ Bf16MicroKernel amx_bf16_micro_kernel();
 
 // The same arithmetic on the same panels in plain C++, any machine: it keeps the packing, the
 // tile addressing and the loop nest tested where the CPU has no AMX. Products are exact and
-// sums f32, in the order the instruction's definition gives (pair by pair along K).
+// sums f32, in the order the instruction's definition gives (pair by pair along K); unlike AMX it
+// keeps subnormal inputs and results instead of flushing them to zero.
 void emulated_amx_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc,
                                     int m, int n, const TileUpdate& update);
 

@@ -20,8 +20,8 @@ namespace ember::cpu::gemm_detail {
 // panels are laid out (ops/cpu/gemm_amx.h) for the cheapest loads: each tile 1 KiB of
 // consecutive bytes. Packing goes through a 16 x 16 block of pairs: a source whose rows run along
 // K (A, or B stored (N, K)) gives the block's rows directly, one that runs along M or N gives its
-// columns, and the block is transposed when the layout wants the other order (B from B (K, N),
-// A from A^T). The accumulators go through a 4 KiB f32 block on the stack to the AVX-512 epilogue
+// columns, and the block is transposed when the layout wants the other order (B stored (N, K),
+// as a linear layer's weight, and A stored (K, M)). The accumulators go through a 4 KiB f32 block on the stack to the AVX-512 epilogue
 // (alpha, beta, bias, activation), as in the register-tile kernels. The products are exact and
 // the sums f32, as in the other bf16 kernels; AMX, like vdpbf16ps, treats subnormal inputs and
 // outputs as zero.
@@ -29,8 +29,7 @@ namespace ember::cpu::gemm_detail {
 namespace {
 
 // The 16 x 16 pairs of op(X) at rows [r, r + live) and K [k, k + k_live) (k_live <= 32; past either
-// end zero) into `out`: out[row * 16 + pair] when `rows_run_along_k_out`, else out[pair * 16 +
-// row]. op(X) element (row, kk) is data[row * ld + kk], or data[kk * ld + row] when `trans`.
+// end zero) into `out`: out[row * 16 + pair] when `row_major`, else out[pair * 16 + row]. op(X) element (row, kk) is data[row * ld + kk], or data[kk * ld + row] when `trans`.
 template <class T>
 void pack_tile(const T* data, int64_t ld, bool trans, int64_t r, int live, int64_t k, int k_live, bool row_major,
                Bf16Pair* out) {
@@ -51,14 +50,16 @@ void pack_tile(const T* data, int64_t ld, bool trans, int64_t r, int live, int64
   } else {
     for (int s = 0; s < kAmxTilePairs; ++s) {
       Bf16Pair* step = block + s * kAmxTileSide;
-      const T* even = data + (k + 2 * s) * ld + r;
-      const T* odd = even + ld;
-      if (2 * s + 1 < k_live)
+      if (2 * s + 1 < k_live) {
+        const T* even = data + (k + 2 * s) * ld + r;
+        const T* odd = even + ld;
         for (int i = 0; i < live; ++i) step[i] = make_pair(bf16_bits(even[i]), bf16_bits(odd[i]));
-      else if (2 * s < k_live)
+      } else if (2 * s < k_live) {
+        const T* even = data + (k + 2 * s) * ld + r;
         for (int i = 0; i < live; ++i) step[i] = make_pair(bf16_bits(even[i]), 0);
-      else
+      } else {
         std::fill_n(step, live, Bf16Pair(0));
+      }
       std::fill(step + live, step + kAmxTileSide, Bf16Pair(0));
     }
   }

@@ -2,7 +2,7 @@
 // ops/cpu/gemm_microkernel.h): one 32-bit Bf16Pair per two values of K, the even K in the low
 // half, from bf16 bit patterns (copied) or f32 values (rounded to nearest even: Note [bf16
 // conversion] in ops/cpu/gemm_bf16.h). Shared by the pair packing (gemm_packed_bf16.cpp) and the
-// AMX packing (gemm_amx.cpp).
+// AMX packing (gemm_amx_packing.cpp).
 #pragma once
 
 #include <bit>

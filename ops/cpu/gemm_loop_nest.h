@@ -111,11 +111,12 @@ auto work_scope(const Packing& packing) {
 // columns and runs the whole K loop itself, packing its own blocks of A, so there is no
 // barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
 // barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
-// first (blocks of >= 64 rows) and then from the columns (groups of >= 96), so that the skinny
-// shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The panel holds all of K,
-// so its width is the KC x NC budget divided by K. Below 4M micro-kernel steps, M N steps(K)
-// (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either way), the pool is not
-// worth waking: two threads measured slower than one at 128^3 on this shared machine. Every
+// first (blocks of >= 64 rows) and then from the columns (groups of at least two tiles' width),
+// so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The
+// panel holds all of K, so its width is the KC x NC budget divided by K. Below 4M micro-kernel
+// steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either
+// way), the pool is not worth waking: two threads measured slower than one at 128^3 on this
+// shared machine (the AMX form, much faster per step, sets its own rule: single_thread). Every
 // element of C is computed by the same FMAs in the same order whatever the item (the K
 // blocking is fixed), so results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk

@@ -1,8 +1,9 @@
 // The squeeze-and-excitation tail on the CPU: y = relu(x * scale[n, c] + residual) and its
 // one-pass backward (contracts in ops/kernels.h, Note [SE tail] in ops/scale_add_relu.h).
 //
-// Tensors are (N, C, S), f32/f64 or bf16/f16 (loaded into f32, each output rounded once: what
-// the widening fallback computes, bit for bit). A task owns whole (n, c) planes, so it alone
+// Tensors are (N, C, S), f32/f64 or bf16/f16 (loaded into f32, each output rounded once; y is
+// the widened computation's, bit for bit, and so are the gradients except where a positive y
+// rounds to zero, whose relu mask then differs). A task owns whole (n, c) planes, so it alone
 // writes its dscale entries and the result does not depend on the thread count. Inside a plane
 // the loops are branch-free (the mask is a bit mask) and the dscale sum runs in 16 independent
 // lanes, so the compiler vectorises both.

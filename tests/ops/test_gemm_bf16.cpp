@@ -139,9 +139,10 @@ struct NamedBlocking {
 };
 
 std::vector<NamedBlocking> blockings(const Bf16Kernel& kernel) {
-  // K > KC, M > MC, N > NC already at a few dozen; an odd KC is rounded up to whole pairs, and
-  // to whole 32-value tiles of K (MC and NC to 32) for AMX, so its tiny blocking is its own.
-  if (kernel.amx) return {{"cache", amx_cache_blocking()}, {"tiny", {32, 32, 64}}, {"tiny odd", {5, 8, 48}}};
+  // K > KC, M > MC, N > NC already at a few dozen; an odd KC is rounded up to whole pairs. AMX
+  // rounds KC to whole 32-value tiles of K (MC and NC to 32), so it has its own tiny blockings:
+  // K blocks of one tile and of two (K = 97: blocks of 64 and 33).
+  if (kernel.amx) return {{"cache", amx_cache_blocking()}, {"tiny", {32, 32, 64}}, {"two tiles of K", {64, 32, 64}}};
   return {{"cache", bf16_cache_blocking()}, {"tiny", {16, 16, 96}}, {"tiny odd kc", {5, 8, 48}}};
 }
 
@@ -302,24 +303,35 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   struct Shape {
     int64_t M, N, K;
   };
-  // Past the cache blocking in K (KC 1024 here, odd K in the last block) and skinny sides, all above
-  // the 4M micro-kernel steps (2 K each) under which the GEMM keeps to one thread.
+  // Past the cache blocking in K (odd K in the last block) and skinny sides, all above the 4M
+  // micro-kernel steps (2 K each) under which the pair and widened forms keep to one thread; the
+  // AMX form (its own rule, AmxPacking::single_thread) splits the first two and keeps the third on
+  // one. cpu::gemm_bf16 runs this CPU's form; the AMX form also runs explicitly, emulated where the
+  // CPU has none, so that its threaded loop nest is checked on every machine.
   const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}};
+  const Bf16MicroKernel amx = amx_bf16_micro_kernel() ? amx_bf16_micro_kernel() : emulated_amx_bf16_micro_kernel;
   for (const Shape& s : shapes) {
     for (int types : {0, 2}) {
-      const Case t{false, s.M == 20, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3, types};
-      const Operands in(t);
-      std::vector<std::vector<float>> results;
-      for (int threads : {1, 2}) {
-        set_num_threads(threads);
-        std::vector<float> c = in.c;
-        cpu::gemm_bf16(t.M, t.N, t.K, t.alpha, in.a.operand(t.a_bf16(), t.lda(), t.ta),
-                       in.b.operand(t.b_bf16(), t.ldb(), t.tb), t.beta, c.data(), t.ldc(), t.act, in.bias(t));
-        results.push_back(std::move(c));
+      for (bool amx_form : {false, true}) {
+        const Case t{false, s.M == 20, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3, types};
+        const Operands in(t);
+        std::vector<std::vector<float>> results;
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          std::vector<float> c = in.c;
+          const cpu::GemmOperand a = in.a.operand(t.a_bf16(), t.lda(), t.ta), b = in.b.operand(t.b_bf16(), t.ldb(), t.tb);
+          const cpu::GemmBias<float> bias = in.bias(t);
+          if (amx_form)
+            gemm_packed_bf16({nullptr, nullptr, amx}, amx_cache_blocking(), t.M, t.N, t.K, t.alpha, a, b, t.beta,
+                             c.data(), t.ldc(), t.act, bias.rows, bias.columns);
+          else
+            cpu::gemm_bf16(t.M, t.N, t.K, t.alpha, a, b, t.beta, c.data(), t.ldc(), t.act, bias);
+          results.push_back(std::move(c));
+        }
+        set_num_threads(previous);
+        check_against_reference(t, in, results[0], amx_form ? "AMX form" : "cpu::gemm_bf16");
+        REQUIRE(results[0] == results[1]);  // the K blocking does not depend on the split
       }
-      set_num_threads(previous);
-      check_against_reference(t, in, results[0], "cpu::gemm_bf16");
-      REQUIRE(results[0] == results[1]);  // the K blocking does not depend on the split
     }
   }
   std::vector<float> c{-1.0f, 2.0f, 3.0f, -4.0f};
