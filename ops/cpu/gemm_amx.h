@@ -36,7 +36,7 @@ bool amx_bf16_available();
 
 // The micro-kernel with AMX instructions, or nullptr where amx_bf16_available() is false or the
 // build has no AVX-512 (its epilogue is the AVX-512 one). It needs the tile configuration that an
-// AmxTileScope loads on the calling thread.
+// ensure_amx_tiles() loads on the calling thread.
 Bf16MicroKernel amx_bf16_micro_kernel();
 
 // The same arithmetic on the same panels in plain C++, any machine: it keeps the packing, the
@@ -46,19 +46,18 @@ Bf16MicroKernel amx_bf16_micro_kernel();
 void emulated_amx_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc,
                                     int m, int n, const TileUpdate& update);
 
-// Loads the AMX kernel's tile configuration on this thread for the scope's life and releases the
-// tiles after (loading takes ~55 ns, so once per chunk of work items, not per kernel call). Does
-// nothing where amx_bf16_available() is false.
-class AmxTileScope {
- public:
-  AmxTileScope();
-  ~AmxTileScope();
-  AmxTileScope(const AmxTileScope&) = delete;
-  AmxTileScope& operator=(const AmxTileScope&) = delete;
+// Makes sure this thread's tiles hold the AMX kernel's configuration, and leaves it loaded.
+// Note [AMX tile configuration]: loading a configuration (LDTILECFG) took ~55 ns here, reading the
+// current one and comparing (STTILECFG) ~6 ns, so each chunk of work items reads, and loads only
+// when another configuration is there: after a first call, or after other code on this thread
+// (another library's AMX kernels) configured or released the tiles. The tiles stay configured
+// between GEMMs (releasing and reloading per call cost a tenth of a 32^3 bf16 GEMM). Does nothing
+// where amx_bf16_available() is false.
+void ensure_amx_tiles();
 
- private:
-  bool active_;
-};
+// Gives this thread's tile state back (TILERELEASE), as other AMX code may; the next GEMM loads
+// its configuration again. Does nothing where amx_bf16_available() is false.
+void release_amx_tiles();
 
 // Issues `rounds` x 4 independent TDPBF16PS on register-resident tiles (the instruction's peak,
 // for `ember bench ops`) and returns the flops done: 0 where amx_bf16_available() is false.

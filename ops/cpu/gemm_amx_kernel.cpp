@@ -83,10 +83,16 @@ bool cpu_has_amx_bf16() {
 
 #define EMBER_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 
-EMBER_AMX_TARGET void load_tile_config() {
+// Note [AMX tile configuration] in gemm_amx.h.
+EMBER_AMX_TARGET void load_tile_config_if_needed() {
   static const TileConfig config;
-  _tile_loadconfig(&config);
+  alignas(64) unsigned char current[sizeof(TileConfig)];
+  _tile_storeconfig(current);
+  // STTILECFG writes all 64 bytes; GCC's intrinsic declares only 8 as its output.
+  asm volatile("" : : "r"(current) : "memory");
+  if (std::memcmp(current, &config, sizeof config) != 0) _tile_loadconfig(&config);
 }
+
 EMBER_AMX_TARGET void release_tiles() { _tile_release(); }
 
 // Note [AMX kernel]: tile register numbers are part of each instruction, so the 2 x 2 block is
@@ -168,21 +174,21 @@ Bf16MicroKernel amx_bf16_micro_kernel() {
 double amx_bf16_peak_loop(int64_t rounds) {
   if (!amx_bf16_available()) return 0;
 #if defined(__AVX512F__) && defined(__x86_64__)
-  const AmxTileScope tiles;
+  ensure_amx_tiles();
   dot_product_rounds(rounds);
 #endif
   return 4.0 * 2.0 * kAmxTileSide * kAmxTileSide * 2 * kAmxTilePairs * double(rounds);
 }
 
-AmxTileScope::AmxTileScope() : active_(amx_bf16_available()) {
+void ensure_amx_tiles() {
 #if defined(__AVX512F__) && defined(__x86_64__)
-  if (active_) load_tile_config();
+  if (amx_bf16_available()) load_tile_config_if_needed();
 #endif
 }
 
-AmxTileScope::~AmxTileScope() {
+void release_amx_tiles() {
 #if defined(__AVX512F__) && defined(__x86_64__)
-  if (active_) release_tiles();
+  if (amx_bf16_available()) release_tiles();
 #endif
 }
 

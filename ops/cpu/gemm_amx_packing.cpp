@@ -114,7 +114,10 @@ struct AmxPacking {
   void pack_bt(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
     pack(bt, r0, rows, p0, kc, kAmxNR, false, dst);
   }
-  static AmxTileScope work_scope() { return {}; }
+  static int work_scope() {
+    ensure_amx_tiles();
+    return 0;
+  }
 };
 
 }  // namespace

@@ -340,6 +340,21 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
 }
 
+TEST_CASE("the AMX form reloads its tile configuration after the tiles were released between calls",
+          "[gemm][bf16][amx]") {
+  // Note [AMX tile configuration]: the configuration stays loaded between GEMMs; other code on the
+  // thread may release the tiles (or load its own), and the next call must notice.
+  if (!amx_bf16_micro_kernel()) EMBER_SKIP("this CPU has no AMX-BF16 (or Linux refused its tiles)");
+  const Case t{false, false, 40, 50, 70, 1.0f, 0.0f, Activation::none, 0, 0};
+  const Operands in(t);
+  const Bf16Kernel amx{nullptr, nullptr, amx_bf16_micro_kernel()};
+  const std::vector<float> first = run_packed(amx, amx_cache_blocking(), t, in);
+  release_amx_tiles();
+  const std::vector<float> after_release = run_packed(amx, amx_cache_blocking(), t, in);
+  check_against_reference(t, in, after_release, "amx after release");
+  REQUIRE(after_release == first);
+}
+
 TEST_CASE("cpu::gemm_bf16 rejects an operand with both or neither of bf16 and f32 data", "[gemm][bf16]") {
   const uint16_t a16[] = {0x3F80};
   const float a32[] = {1.0f};
