@@ -59,8 +59,10 @@ Tensor scale_add_relu(const Tensor& x, const Tensor& scale, const Tensor& residu
     return scale_add_relu(px, ps, pr);
   // bf16/f16: native on the CPU when all three share x's dtype (computed in f32, y rounded once:
   // the widened computation's y, bit for bit), widened elsewhere, on CUDA and for mixed dtypes.
-  const bool native_16_bit = x.device().is_cpu() && scale.dtype() == x.dtype() && residual.dtype() == x.dtype();
-  if (is_reduced_float(x.dtype()) && !native_16_bit)
+  const bool defined = x.defined() && scale.defined() && residual.defined();  // else check_operands says so
+  const bool native_16_bit =
+      defined && x.device().is_cpu() && scale.dtype() == x.dtype() && residual.dtype() == x.dtype();
+  if (defined && is_reduced_float(x.dtype()) && !native_16_bit)
     return narrowed(scale_add_relu(widened(x), widened(scale), widened(residual)), x.dtype());
   check_operands("scale_add_relu", x, scale, {{"residual", residual}});
   const Tensor xc = x.contiguous(), sc = scale.contiguous();
