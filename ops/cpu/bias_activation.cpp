@@ -114,9 +114,7 @@ void bias_activation_backward(Activation act, const Tensor& dy, const Tensor& y,
       }
     });
   };
-  if (dy.dtype() == DType::bf16) return typed(TypeTag<BFloat16>{});
-  if (dy.dtype() == DType::f16) return typed(TypeTag<Half>{});
-  dispatch_float(dy.dtype(), "bias_activation_backward", typed);
+  dispatch_float_or_16_bit(dy.dtype(), "bias_activation_backward", typed);
 }
 
 }  // namespace ember::cpu

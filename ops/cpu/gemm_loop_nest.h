@@ -9,8 +9,9 @@
 // panel `steps * width` elements at dst + panel * steps * width (inside a panel the layout is
 // the kernel's; the register-tile kernels take dst[panel * steps * width + step * width + i]),
 // rows past the end zero. Every K block but the last starts at a multiple of blocking.kc, which
-// must be a multiple of the values per step. A Packing may also have `work_scope()`, an object
-// that lives while one thread runs a chunk of work items (the AMX kernel's tile configuration).
+// must be a multiple of the values per step. A Packing may also have `work_scope()`, called by
+// each thread before it runs a chunk of work items; what it returns lives until the chunk ends
+// (the AMX form makes sure the tile configuration is loaded).
 #pragma once
 
 #include <algorithm>

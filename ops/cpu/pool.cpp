@@ -261,20 +261,14 @@ Tensor planes_view(const Tensor& t) {
 }  // namespace
 
 // Max pooling also takes bf16 and f16 (Note [Native 16-bit max pooling] in ops/pool.cpp).
-template <class F>
-void dispatch_pool_max(DType dtype, const char* op, F&& f) {
-  if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
-  if (dtype == DType::f16) return f(TypeTag<Half>{});
-  dispatch_float(dtype, op, std::forward<F>(f));
-}
-
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& indices) {
-  dispatch_pool_max(x.dtype(), "max_pool2d", [&]<class T>(TypeTag<T>) { max_forward_typed<T>(g, x, y, indices); });
+  dispatch_float_or_16_bit(x.dtype(), "max_pool2d",
+                           [&]<class T>(TypeTag<T>) { max_forward_typed<T>(g, x, y, indices); });
 }
 
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx) {
-  dispatch_pool_max(dy.dtype(), "max_pool2d_backward",
-                    [&]<class T>(TypeTag<T>) { max_backward_typed<T>(g, dy, indices, dx); });
+  dispatch_float_or_16_bit(dy.dtype(), "max_pool2d_backward",
+                           [&]<class T>(TypeTag<T>) { max_backward_typed<T>(g, dy, indices, dx); });
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& x, const Tensor& y) {
