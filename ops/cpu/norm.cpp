@@ -81,8 +81,9 @@ int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std
 
 // Note [Statistics in lanes]: the sums stay in double (Note [Two-pass statistics]), but with one
 // running double each element waits for the previous add (4 cycles): batch norm's statistics
-// and backward sums were a fifth of an SE-ResNeXt training step. The lane sums of vec_math.h
-// keep independent partial sums in vector registers; only the order of the double sums changes.
+// and backward sums were a fifth of an SE-ResNeXt training step. Independent partial sums (the
+// statistics through vec_math.h's lane_sum, the backward in its own 16 lanes per sum) stay in
+// vector registers; only the order of the double sums changes.
 
 // batch_norm_backward for one dtype and activation (Fn: an ActivationFn).
 template <class T, class Fn>
