@@ -14,7 +14,7 @@ namespace ember {
 
 struct PairTiles {
   int64_t rows = 64;   // rows of a tile (one task's rows on the CPU)
-  int64_t cols = 256;  // columns of a tile
+  int64_t cols = 288;  // columns of a tile (a multiple of the f32 GEMM's 48: Note [Prepacked rows])
 };
 
 PairTiles pair_tiles();

@@ -26,6 +26,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
   const double* n = norms.data<double>();
   row_squared_norms(E, B, D, norms.data<double>());
+  const TileColumns<T> columns(E, B, D);
   // Per anchor: [positive sum, positive count, negative sum, negative count], summed in order below.
   const Tensor rows = Tensor::empty({B, 4}, {.dtype = DType::f64});
   double* row = rows.data<double>();
@@ -34,7 +35,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     std::fill(row + 4 * r0, row + 4 * r1, 0.0);
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
+      distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, width);
       const int64_t* yc = y + c0;
       T* pos_term = buf.column_scratch;  // 4 rows of width: terms and whether each is > 0
       T* neg_term = pos_term + width;
@@ -87,6 +88,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
   const double* n = norms.data<double>();
   row_squared_norms(E, B, D, norms.data<double>());
+  const TileColumns<T> columns(E, B, D);
+  const TileSummands<T> summands(E, B, D);
   const Tensor row_sums = Tensor::empty({B}, {.dtype = DType::f64});
   double* rs = row_sums.data<double>();
 
@@ -94,7 +97,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
     std::fill(rs + r0, rs + r1, 0.0);
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
+      distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, width);
       const int64_t* yc = y + c0;
       const double* nc = n + c0;
       const T pm = T(pos_margin), nm = T(neg_margin), ps = T(pos_scale), ns = T(-neg_scale);
@@ -132,7 +135,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
             if (is_near(k, c)) add_scaled_difference(dE + i * D, double(c), E + i * D, E + (c0 + k) * D, D);
           }
       }
-      accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
+      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
     }
     for (int64_t i = r0; i < r1; ++i)
       for (int64_t d = 0; d < D; ++d) dE[i * D + d] = T(double(dE[i * D + d]) + rs[i] * double(E[i * D + d]));

@@ -11,7 +11,9 @@
 // rows past the end zero. Every K block but the last starts at a multiple of blocking.kc, which
 // must be a multiple of the values per step. A Packing may also have `work_scope()`, called by
 // each thread before it runs a chunk of work items; what it returns lives until the chunk ends
-// (the AMX form makes sure the tile configuration is loaded).
+// (the AMX form makes sure the tile configuration is loaded). A Packing whose op(B) was packed
+// before the call (Note [Prepacked B] in ops/cpu/gemm_packed.cpp) has `b_panel(pc, column)`
+// instead of pack_bt: the packed K block at pc for the kTileColumns columns from `column`.
 #pragma once
 
 #include <algorithm>
@@ -93,6 +95,9 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
 // steps(K); Note [GEMM threads]), unless the Packing, whose kernel may be much faster per step,
 // decides itself with `single_thread(M, N, K)`.
 template <class Packing>
+constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(0), int64_t(0)); };
+
+template <class Packing>
 bool single_thread(int64_t M, int64_t N, int64_t K) {
   if constexpr (requires { Packing::single_thread(M, N, K); }) return Packing::single_thread(M, N, K);
   else return M * N * Packing::steps(K) < (int64_t(1) << 22);
@@ -135,23 +140,32 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
   const int64_t nc_max =
       std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
-  DataPtr b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
+  constexpr bool prepacked = has_prepacked_b<Packing>;
+  DataPtr b_buf;
+  if constexpr (!prepacked)
+    b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
   Packed* b_pack = static_cast<Packed*>(b_buf.get());
 
   for (int64_t jc = 0; jc < N; jc += nc_max) {
     const int64_t nc = std::min(nc_max, N - jc), nc_padded = round_up(nc, kColumns);
     // The K block starting at pc is the steps(kc) x nc_padded matrix at b_pack + steps(pc) * nc_padded.
-    const int64_t b_panels = nc_padded / kColumns;
-    // A panel under 64K values is packed by the caller: waking the pool for it costs more.
-    const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
-    parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
-                 [&](int64_t q0, int64_t q1) {
-                   for (int64_t pc = 0; pc < K; pc += blocking.kc) {
-                     const int64_t kc = std::min(blocking.kc, K - pc);
-                     packing.pack_bt(jc + q0 * kColumns, std::min(nc, q1 * kColumns) - q0 * kColumns, pc, kc,
-                                     b_pack + Packing::steps(pc) * nc_padded + q0 * kColumns * Packing::steps(kc));
-                   }
-                 });
+    auto b_panel = [&](int64_t pc, int64_t kc, int64_t jr) -> const Packed* {
+      if constexpr (prepacked) return packing.b_panel(pc, jc + jr);
+      else return b_pack + Packing::steps(pc) * nc_padded + jr * Packing::steps(kc);
+    };
+    if constexpr (!prepacked) {
+      const int64_t b_panels = nc_padded / kColumns;
+      // A panel under 64K values is packed by the caller: waking the pool for it costs more.
+      const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
+      parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+                   [&](int64_t q0, int64_t q1) {
+                     for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+                       const int64_t kc = std::min(blocking.kc, K - pc);
+                       packing.pack_bt(jc + q0 * kColumns, std::min(nc, q1 * kColumns) - q0 * kColumns, pc, kc,
+                                       b_pack + Packing::steps(pc) * nc_padded + q0 * kColumns * Packing::steps(kc));
+                     }
+                   });
+    }
     const Split split = split_work<kRows, kColumns>(M, blocking, nc, threads);
     parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
       [[maybe_unused]] const auto scope = work_scope(packing);
@@ -167,14 +181,13 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
           // Earlier K blocks are accumulated by the later ones; only the last one activates.
           const bool last = pc + kc == K;
           TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
-          const Packed* b_block = b_pack + Packing::steps(pc) * nc_padded;
           for (int64_t jr = j0; jr < j1; jr += kColumns) {
             const int n = int(std::min<int64_t>(kColumns, j1 - jr));
             for (int64_t ir = 0; ir < mc; ir += kRows) {
               const int m = int(std::min<int64_t>(kRows, mc - ir));
               if (last && row_bias) update.row_bias = row_bias + ic + ir;
               if (last && column_bias) update.column_bias = column_bias + jc + jr;
-              kernel(steps, a_pack + ir * steps, b_block + jr * steps, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+              kernel(steps, a_pack + ir * steps, b_panel(pc, kc, jr), C + (ic + ir) * ldc + jc + jr, ldc, m, n,
                      update);
             }
           }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/error.h"
 #include "ops/cpu/gemm_loop_nest.h"
+#include "ops/cpu/gemm_prepacked.h"
 
 namespace ember::cpu::gemm_detail {
 namespace {
@@ -105,6 +107,29 @@ struct F32Packing {
   }
 };
 
+// Note [Prepacked B]: a pair loss multiplies every tile of its B x B similarities by the same
+// embeddings E, as op(B) = E^T for a tile of similarities and as op(B) = E for a tile's weighted
+// sum of rows, so a GEMM per tile packed all of E again for every row block of the tile grid:
+// with 64-row blocks that is as many packed values as a sixteenth of the tile's multiply-adds,
+// and packing streams memory while the FMAs stay in registers. Here op(B) is packed once, in the
+// loop nest's own micro-panel layout with all of K in each panel (kNR columns, row k at k * kNR),
+// so that any K range and any panel-aligned column range of it is a set of ready micro-panels.
+struct PrepackedF32Packing {
+  using Packed = float;
+  using Kernel = MicroKernel;
+  static constexpr int kTileRows = kMR, kTileColumns = kNR;
+  Operand a;  // op(A): (M, k)
+  const float* panels;
+  int64_t packed_k, k0, n0;
+  static int64_t steps(int64_t kc) { return kc; }
+  void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
+    pack_panels(a, r0, rows, p0, kc, kMR, dst);
+  }
+  const float* b_panel(int64_t pc, int64_t column) const {
+    return panels + (n0 + column) / kNR * packed_k * kNR + (k0 + pc) * kNR;
+  }
+};
+
 }  // namespace
 
 const Blocking& cache_blocking() {
@@ -126,3 +151,34 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
 }
 
 }  // namespace ember::cpu::gemm_detail
+
+namespace ember::cpu {
+
+int64_t packed_b_column_alignment() { return gemm_detail::kNR; }
+
+PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  using namespace gemm_detail;
+  const int64_t panels = (N + kNR - 1) / kNR;
+  PackedB packed{Tensor::empty({panels * K * kNR}, {.dtype = DType::f32}), K, N};
+  float* dst = packed.panels.data<float>();
+  const Operand bt{B, ldb, !trans_b};  // op(B)^T (N, K)
+  parallel_for(0, panels, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, K * kNR)),
+               [&](int64_t p0, int64_t p1) {
+                 pack_panels(bt, p0 * kNR, std::min(N, p1 * kNR) - p0 * kNR, 0, K, kNR, dst + p0 * K * kNR);
+               });
+  return packed;
+}
+
+void gemm_packed_b(bool trans_a, int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+                   const PackedB& b, int64_t k0, int64_t n0, float beta, float* C, int64_t ldc) {
+  using namespace gemm_detail;
+  EMBER_CHECK(n0 % kNR == 0 && k >= 1 && k0 >= 0 && k0 + k <= b.K && n0 >= 0 && n0 + n <= b.N,
+              "gemm_packed_b: expected a panel-aligned block inside the packed (", b.K, ", ", b.N, "), got rows ", k0,
+              "+", k, " columns ", n0, "+", n);
+  if (M == 0 || n == 0) return;
+  const PrepackedF32Packing packing{{A, lda, trans_a}, b.panels.data<float>(), b.K, k0, n0};
+  run_loop_nest(packing, default_micro_kernel(), cache_blocking(), M, n, k, alpha, beta, C, ldc, Activation::none,
+                nullptr, nullptr);
+}
+
+}  // namespace ember::cpu

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "ops/cpu/class_members.h"
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
@@ -25,18 +26,20 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
+  const ClassMembers members(y, B);
   double* st = stats.data<double>();  // (B, 2): [lse_i, G_i]
   const double inv_t = 1.0 / temperature, small = small_val<T>();
   // Per anchor: its loss sum and positive count (summed in a fixed order below).
   const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64});
   double* row = rows.data<double>();
+  const TileColumns<T> columns(E, B, D);
 
   for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     // While streaming, st holds each anchor's running (max, sum) over its negatives.
     for (int64_t i = r0; i < r1; ++i) st[2 * i] = -INFINITY, st[2 * i + 1] = 0;
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
       const int64_t* yc = y + c0;
       const T scale = T(inv_t);
       for (int64_t i = r0; i < r1; ++i) {
@@ -53,8 +56,8 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     for (int64_t i = r0; i < r1; ++i) {
       const double lse_i = OnlineLogSumExp{st[2 * i], st[2 * i + 1]}.value();
       double loss_i = 0, dz_i = 0, count = 0;
-      for (int64_t j = 0; j < B; ++j) {
-        if (j == i || y[j] != y[i]) continue;
+      for (const int64_t j : members.of(i)) {
+        if (j == i) continue;
         const NTXentPair p = ntxent_pair(row_dot(E, E, D, i, j) * inv_t - lse_i, small);
         loss_i += p.loss, dz_i += p.dz, count += 1;
       }
@@ -84,9 +87,12 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   if (P == 0) return;
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
+  const ClassMembers members(y, B);
   const double* st = stats.data<double>();
   const double inv_t = 1.0 / temperature, small = small_val<T>();
   const double scale = double(grad.data<T>()[0]) * inv_t / P;
+  const TileColumns<T> columns(E, B, D);
+  const TileSummands<T> summands(E, B, D);
   // dloss/ds_ij through anchor i's terms (ds_ji's is the same with i and j swapped).
   auto through_anchor = [&](int64_t i, int64_t j, double s) {
     return ntxent_weight(y[j] == y[i], s * inv_t, st[2 * i], st[2 * i + 1], small);
@@ -94,7 +100,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
       // The columns' lse_j and scale * G_j, contiguous for the vectorised loop below.
       T* lse_col = buf.column_scratch;
       T* g_col = lse_col + width;
@@ -110,11 +116,10 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
           const T x = s[k] * t_inv;
           w[k] = -(fast_exp(T(x - lse_i)) * g_i + fast_exp(T(x - lse_col[k])) * g_col[k]);
         }
-        for (int64_t j = c0; j < c1; ++j)
-          if (y[j] == y[i])
-            w[j - c0] = i == j ? T(0) : T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
+        for (const int64_t j : members.in_range(i, c0, c1))
+          w[j - c0] = i == j ? T(0) : T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
       }
-      accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
+      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
     }
   });
 }

@@ -1,10 +1,11 @@
 // Streaming a similarity matrix S = A B^T (A (M, D), B (N, D) row-major) tile by tile on the CPU,
 // for the metric losses (ops/cpu/<loss>.cpp).
 //
+//   const TileColumns<T> columns(B, N, D);                              // Note [Prepacked rows]
 //   for_each_row_block(M, tiles, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
 //     for (int64_t c0 = 0; c0 < N; c0 += tiles.cols) {
 //       const int64_t c1 = std::min(N, c0 + tiles.cols);
-//       const T* S = similarity_tile(A, B, D, r0, r1, c0, c1, buf);   // (r1 - r0, c1 - c0)
+//       const T* S = similarity_tile(A, columns, r0, r1, c0, c1, buf);  // (r1 - r0, c1 - c0)
 //       ...                                                             // S[(i - r0) * (c1 - c0) + (j - c0)]
 //     }
 //   });
@@ -22,10 +23,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_prepacked.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/metric_rules.h"
 #include "ops/pair_tiles.h"
@@ -59,7 +62,54 @@ void for_each_row_block(int64_t M, PairTiles tiles, DType dtype, Fn&& fn) {
   });
 }
 
+// Note [Prepacked rows]: every tile of a pass multiplies by the same rows B (N, D): a similarity
+// tile by B[c0:c1]^T, a weighted sum by B[c0:c1]. In f32 a pass packs B once for the GEMM
+// (Note [Prepacked B] in ops/cpu/gemm_packed.cpp) instead of once per tile, as B^T for the
+// similarities (TileColumns) and as B for the sums (TileSummands); a similarity tile whose first
+// column is not a multiple of packed_b_column_alignment() (tests' odd tile sizes) takes the
+// plain GEMM. Both run the same micro-kernel on the same panels in the same order, so the
+// results are the same bits either way. f64 (Eigen's GEMM) packs nothing here.
+template <class T>
+struct TileColumns {
+  const T* rows;  // B (N, D)
+  int64_t N, D;
+  PackedB packed;  // f32: op(B) = B^T (D, N)
+  TileColumns(const T* rows, int64_t N, int64_t D) : rows(rows), N(N), D(D) {
+    if constexpr (std::is_same_v<T, float>)
+      if (N > 0 && D > 0) packed = pack_b(true, D, N, rows, D);
+  }
+};
+template <class T>
+struct TileSummands {
+  const T* rows;  // B (N, D)
+  int64_t N, D;
+  PackedB packed;  // f32: op(B) = B (N, D)
+  TileSummands(const T* rows, int64_t N, int64_t D) : rows(rows), N(N), D(D) {
+    if constexpr (std::is_same_v<T, float>)
+      if (N > 0 && D > 0) packed = pack_b(false, N, D, rows, D);
+  }
+};
+
+// out (r1 - r0, c1 - c0), row stride ldo, = A[r0:r1] B[c0:c1]^T.
+template <class T>
+void gemm_tile(const T* A, const TileColumns<T>& B, int64_t r0, int64_t r1, int64_t c0, int64_t c1, T* out,
+               int64_t ldo) {
+  const int64_t D = B.D;
+  if constexpr (std::is_same_v<T, float>)
+    if (B.packed.panels.defined() && c0 % packed_b_column_alignment() == 0)
+      return gemm_packed_b(false, r1 - r0, c1 - c0, D, 1.0f, A + r0 * D, D, B.packed, 0, c0, 0.0f, out, ldo);
+  gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B.rows + c0 * D, D, T(0), out, ldo);
+}
+
 // S (r1 - r0, c1 - c0) = A[r0:r1] B[c0:c1]^T into buffers.similarities; returns it.
+template <class T>
+const T* similarity_tile(const T* A, const TileColumns<T>& B, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                         TileBuffers<T>& buffers) {
+  gemm_tile(A, B, r0, r1, c0, c1, buffers.similarities, c1 - c0);
+  return buffers.similarities;
+}
+// The same with B's rows unpacked (the class losses' weights: Note [Prepacked rows] would add
+// their whole size to the loss's memory).
 template <class T>
 const T* similarity_tile(const T* A, const T* B, int64_t D, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          TileBuffers<T>& buffers) {
@@ -67,11 +117,21 @@ const T* similarity_tile(const T* A, const T* B, int64_t D, int64_t r0, int64_t 
   return buffers.similarities;
 }
 
+// out (M, D) = alpha op(A) B[k0 : k0 + k] + beta out, op(A) (M, k) as in cpu::gemm, out's row stride D.
+template <class T>
+void gemm_summands(bool trans_a, int64_t M, int64_t k, T alpha, const T* A, int64_t lda, const TileSummands<T>& B,
+                   int64_t k0, T beta, T* out) {
+  const int64_t D = B.D;
+  if constexpr (std::is_same_v<T, float>)
+    if (B.packed.panels.defined() && k > 0) return gemm_packed_b(trans_a, M, D, k, alpha, A, lda, B.packed, k0, 0, beta, out, D);
+  gemm<T>(trans_a, false, M, D, k, alpha, A, lda, B.rows + k0 * D, D, beta, out, D);
+}
+
 // dA[r0:r1] += W B[c0:c1] with W = buffers.weights (r1 - r0, c1 - c0).
 template <class T>
-void accumulate_weighted_rows(const TileBuffers<T>& buffers, const T* B, int64_t D, int64_t r0, int64_t r1,
+void accumulate_weighted_rows(const TileBuffers<T>& buffers, const TileSummands<T>& B, int64_t r0, int64_t r1,
                               int64_t c0, int64_t c1, T* dA) {
-  gemm<T>(false, false, r1 - r0, D, c1 - c0, T(1), buffers.weights, c1 - c0, B + c0 * D, D, T(1), dA + r0 * D, D);
+  gemm_summands(false, r1 - r0, c1 - c0, T(1), buffers.weights, c1 - c0, B, c0, T(1), dA + r0 * B.D);
 }
 
 // Row i of A dotted with row j of B, for the few pairs a loss revisits (its positives).
@@ -79,9 +139,7 @@ template <class T>
 double row_dot(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
   const T* a = A + i * D;
   const T* b = B + j * D;
-  double s = 0;
-  for (int64_t d = 0; d < D; ++d) s += double(a[d]) * double(b[d]);
-  return s;
+  return lane_sum(D, [&](int64_t d) { return double(a[d]) * double(b[d]); });
 }
 
 // Note [Vectorised tile rows]: a tile has rows x cols pairs, and per pair a loss does an exp and
@@ -124,10 +182,11 @@ void fold_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&&
 //                                     [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) { ... });
 template <class T, class Visit>
 void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
+  const TileColumns<T> columns(E, B, D);
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols);
-      visit(r0, r1, c0, c1, similarity_tile(E, E, D, r0, r1, c0, c1, buf), buf.column_scratch);
+      visit(r0, r1, c0, c1, similarity_tile(E, columns, r0, r1, c0, c1, buf), buf.column_scratch);
     }
   });
 }
@@ -136,16 +195,18 @@ template <class T, class RowWeights>
 void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
                                     RowWeights&& row_weights) {
   std::fill(dE, dE + B * D, T(0));
+  const TileColumns<T> columns(E, B, D);
+  const TileSummands<T> summands(E, B, D);
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, E, D, r0, r1, c0, c1, buf);
+      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
       for (int64_t i = r0; i < r1; ++i) {
         T* w = buf.weights + (i - r0) * width;
         row_weights(i, c0, c1, S + (i - r0) * width, w);
         if (i >= c0 && i < c1) w[i - c0] = T(0);
       }
-      accumulate_weighted_rows(buf, E, D, r0, r1, c0, c1, dE);
+      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
     }
   });
 }
@@ -178,7 +239,7 @@ void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t
           const T* S = similarity_tile(A, B, D, r0, r1, c0, c1, buf);
           for (int64_t r = r0; r < r1; ++r)
             row_weights(r, c0, c1, S + (r - r0) * width, buf.weights + (r - r0) * width);
-          accumulate_weighted_rows(buf, B, D, r0, r1, c0, c1, dA);
+          gemm<T>(false, false, r1 - r0, D, width, T(1), buf.weights, width, B + c0 * D, D, T(1), dA + r0 * D, D);
           gemm<T>(true, false, width, D, r1 - r0, T(1), buf.weights, width, A + r0 * D, D, T(1), dB + c0 * D, D);
         }
       });
@@ -194,7 +255,8 @@ inline void check_class_labels(const char* op, const int64_t* y, int64_t B, int6
 // ---- L2 distance tiles (Note [L2 distances] in ops/metric_rules.h) -------------------------------
 //
 //   row_squared_norms(E, B, D, norms);                               // norms (B) f64 = |e_i|^2
-//   distance_tile(E, E, norms, norms, D, r0, r1, c0, c1, out, ldo);  // out[(i - r0) * ldo + (j - c0)] = d_ij
+//   const TileColumns<T> columns(E, B, D);                          // E packed once per pass
+//   distance_tile(E, columns, norms, norms, r0, r1, c0, c1, out, ldo);  // out[(i - r0) * ldo + (j - c0)] = d_ij
 //
 // The tile is the GEMM's dot products turned into distances; near pairs are recomputed from
 // their differences. A backward pass that turns d_ij into coefficients c_ij of (e_i - e_j)
@@ -229,9 +291,11 @@ double row_distance(const T* A, const T* B, int64_t D, int64_t i, int64_t j) {
 // compares as branches) with -1; only a row with some (the diagonal's, or close rows) is scanned
 // again, and its near pairs come from row_distance.
 template <class T>
-void distance_tile(const T* A, const T* B, const double* na, const double* nb, int64_t D, int64_t r0, int64_t r1,
-                   int64_t c0, int64_t c1, T* out, int64_t ldo) {
-  gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), out, ldo);
+void distance_tile(const T* A, const TileColumns<T>& columns, const double* na, const double* nb, int64_t r0,
+                   int64_t r1, int64_t c0, int64_t c1, T* out, int64_t ldo) {
+  const T* B = columns.rows;
+  const int64_t D = columns.D;
+  gemm_tile(A, columns, r0, r1, c0, c1, out, ldo);
   const double* nc = nb + c0;
   for (int64_t i = r0; i < r1; ++i) {
     T* o = out + (i - r0) * ldo;

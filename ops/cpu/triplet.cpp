@@ -132,10 +132,11 @@ struct AnchorScratch {
 
 // out (r1 - r0, B) = distances of rows [r0, r1) to every row, in column tiles.
 template <class T>
-void distance_rows(const PairTiles& tiles, const T* E, const double* n, int64_t B, int64_t D, int64_t r0, int64_t r1,
+void distance_rows(const PairTiles& tiles, const TileColumns<T>& columns, const double* n, int64_t r0, int64_t r1,
                    T* out) {
+  const int64_t B = columns.N;
   for (int64_t c0 = 0; c0 < B; c0 += tiles.cols)
-    distance_tile(E, E, n, n, D, r0, r1, c0, std::min(B, c0 + tiles.cols), out + c0, B);
+    distance_tile(columns.rows, columns, n, n, r0, r1, c0, std::min(B, c0 + tiles.cols), out + c0, B);
 }
 
 template <class T>
@@ -147,6 +148,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
+  const TileColumns<T> columns(E, B, D);
   const Tensor rows = Tensor::empty({B, 2}, kF64);  // per anchor [sum of terms, terms > 0]
   double* row = rows.data<double>();
 
@@ -156,7 +158,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
     AnchorScratch scratch(B);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * tiles.rows, r1 = std::min(B, r0 + tiles.rows);
-      distance_rows(tiles, E, n, B, D, r0, r1, dist.data<T>());
+      distance_rows(tiles, columns, n, r0, r1, dist.data<T>());
       for (int64_t a = r0; a < r1; ++a) {
         AnchorTriplets& l = scratch.lists;
         l.build(dist.data<T>() + (a - r0) * B, y, B, a, margin, /*with_negative_counts=*/false);
@@ -187,6 +189,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
+  const TileColumns<T> columns(E, B, D);
+  const TileSummands<T> summands(E, B, D);
   const int64_t R = std::min(B, tiles.rows);
   // The block's distances (then its near pairs' coefficients), its far pairs' coefficients C,
   // and the row and column sums of C.
@@ -199,7 +203,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
 
   for (int64_t a0 = 0; a0 < B; a0 += tiles.rows) {
     const int64_t a1 = std::min(B, a0 + tiles.rows), rows = a1 - a0;
-    distance_rows(tiles, E, n, B, D, a0, a1, dist.data<T>());
+    distance_rows(tiles, columns, n, a0, a1, dist.data<T>());
     parallel_for(a0, a1, 1, [&](int64_t i0, int64_t i1) {
       AnchorScratch scratch(B);
       AnchorTriplets& l = scratch.lists;
@@ -229,8 +233,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
         col_sum[j] = s + (j >= a0 && j < a1 ? row_sum[j - a0] : 0);
       }
     });
-    gemm<T>(false, false, rows, D, B, T(-1), C, B, E, D, T(1), dE + a0 * D, D);  // de_a -= sum_j c_aj e_j
-    gemm<T>(true, false, B, D, rows, T(-1), C, B, E + a0 * D, D, T(1), dE, D);   // de_j -= sum_a c_aj e_a
+    gemm_summands(false, rows, B, T(-1), C, B, summands, 0, T(1), dE + a0 * D);  // de_a -= sum_j c_aj e_j
+    gemm_summands(true, B, rows, T(-1), C, B, summands, a0, T(1), dE);           // de_j -= sum_a c_aj e_a
     parallel_for(0, B, 64, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j)
         for (int64_t k = 0; k < D; ++k) dE[j * D + k] = T(double(dE[j * D + k]) + col_sum[j] * double(E[j * D + k]));
@@ -320,6 +324,7 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
+  const TileColumns<T> columns(E, B, D);
   int64_t* out = hardest.data<int64_t>();
   for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     const Tensor best = Tensor::empty({2 * (r1 - r0)}, kF64);  // running values of the two arg-maxes
@@ -328,7 +333,7 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
     std::fill(value, value + 2 * (r1 - r0), 0.0);
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      distance_tile(E, E, n, n, D, r0, r1, c0, c1, buf.similarities, width);
+      distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, width);
       for (int64_t i = r0; i < r1; ++i) {
         ArgMax pos{value[2 * (i - r0)], out[2 * i]}, neg{value[2 * (i - r0) + 1], out[2 * i + 1]};
         for (int64_t j = c0; j < c1; ++j) {
