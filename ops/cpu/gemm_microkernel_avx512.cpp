@@ -107,22 +107,31 @@ MicroKernel avx512_micro_kernel() { return nullptr; }
 Bf16MicroKernel avx512_bf16_micro_kernel() { return avx512_kernel<Bf16Step>; }
 
 namespace {
-// Seconds for `iters` rounds of 12 independent chains of `step` (the accumulators stay in
+// Seconds for `iters` rounds of kChains independent chains of `step` (the accumulators stay in
 // registers: the chain loop is unrolled); the best of three, so that a preemption does not count.
+// 24 chains, as many as the GEMM tile's accumulators. (Until 2026-12-02 only acc[0] reached the
+// sink, so the compiler dropped the other chains and this timed one chain's latency: on Zen 5,
+// where vdpbf16ps has the longer latency, it read 1.3x the FMA's multiply-adds while the bf16
+// GEMM ran at 2x the f32 one.)
+constexpr int kChains = 24;
 template <class Step>
 double chain_seconds(int64_t iters, Step step) {
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
-    __m512 acc[12];
-    for (int c = 0; c < 12; ++c) acc[c] = _mm512_set1_ps(float(c));
+    __m512 acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(float(c));
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-      for (int c = 0; c < 12; ++c) acc[c] = step(acc[c]);
+#pragma GCC unroll 24
+      for (int c = 0; c < kChains; ++c) acc[c] = step(acc[c]);
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    // Every chain reaches the sink: otherwise the compiler drops all but acc[0], and the loop
+    // times one chain's latency instead of the units' throughput.
+    __m512 all = acc[0];
+    for (int c = 1; c < kChains; ++c) all = _mm512_add_ps(all, acc[c]);
     alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, acc[0]);
+    _mm512_store_ps(lanes, all);
     volatile float sink = lanes[0];
     (void)sink;
   }
@@ -133,7 +142,7 @@ double chain_seconds(int64_t iters, Step step) {
 double avx512_bf16_dot_speedup() {
   const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-6f);
   const __m512bh p = (__m512bh)_mm512_set1_epi16(short(0x3f80)), q = (__m512bh)_mm512_set1_epi16(short(0x3380));
-  constexpr int64_t kIters = 20000;  // 240k instructions of each: well under a millisecond at full speed
+  constexpr int64_t kIters = 10000;  // 240k instructions of each: well under a millisecond at full speed
   const double fma = chain_seconds(kIters, [&](__m512 a) { return _mm512_fmadd_ps(a, x, y); });
   const double dot = chain_seconds(kIters, [&](__m512 a) { return _mm512_dpbf16_ps(a, p, q); });
   return dot > 0 ? 2.0 * fma / dot : 0.0;  // a vdpbf16ps does two multiply-adds per lane
