@@ -80,6 +80,14 @@ struct AnchorTriplets {
     else search(with_negative_counts);
   }
 
+  // g[j] (B) = d loss / d d_aj through anchor a's terms, times the triplet count: m_p for a
+  // positive j, -c_n for a negative j (with_negative_counts), 0 for a itself.
+  template <class T>
+  void expand_weights(const int64_t* y, int64_t B, int64_t a, T* g) const {
+    int64_t p = 0, k = 0;  // the next positive's and negative's place in the lists
+    for (int64_t j = 0; j < B; ++j) g[j] = T(j == a ? 0.0 : y[j] == y[a] ? active[p++] : -positives_of_negative[k++]);
+  }
+
   // The anchor's sum of terms sum_p (m_p t_p - s_p) and their number sum_p m_p.
   void add_terms(double& sum, double& count) const {
     for (int64_t p = 0; p < num_positives; ++p) sum += active[p] * thresholds[p] - shares[p], count += active[p];
@@ -120,23 +128,32 @@ struct AnchorTriplets {
   }
 };
 
-// Scratch for one task's AnchorTriplets: 8 B + 1 doubles.
+// Scratch for one task's AnchorTriplets and its expanded weights: 9 B + 1 doubles.
 struct AnchorScratch {
   Tensor storage;
   AnchorTriplets lists;
-  explicit AnchorScratch(int64_t B) : storage(Tensor::empty({8 * B + 1}, kF64)) {
+  double* weight_values;  // (B) the backward's expand_weights, as f32 or f64
+  explicit AnchorScratch(int64_t B) : storage(Tensor::empty({9 * B + 1}, kF64)) {
     double* p = storage.data<double>();
     lists = {p, p + B, p + 2 * B, p + 3 * B, p + 4 * B, p + 5 * B, p + 6 * B, p + 7 * B};
+    weight_values = p + 8 * B + 1;
+  }
+  template <class T>
+  T* weights() {
+    return reinterpret_cast<T*>(weight_values);
   }
 };
 
-// out (r1 - r0, B) = distances of rows [r0, r1) to every row, in column tiles.
+// out (r1 - r0, B) = distances of rows [r0, r1) to every row, in column tiles (shared by the pool
+// when called outside a parallel region: each tile writes its own columns).
 template <class T>
 void distance_rows(const PairTiles& tiles, const TileColumns<T>& columns, const double* n, int64_t r0, int64_t r1,
                    T* out) {
   const int64_t B = columns.N;
-  for (int64_t c0 = 0; c0 < B; c0 += tiles.cols)
-    distance_tile(columns.rows, columns, n, n, r0, r1, c0, std::min(B, c0 + tiles.cols), out + c0, B);
+  parallel_for(0, (B + tiles.cols - 1) / tiles.cols, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t c0 = t0 * tiles.cols; c0 < std::min(B, t1 * tiles.cols); c0 += tiles.cols)
+      distance_tile(columns.rows, columns, n, n, r0, r1, c0, std::min(B, c0 + tiles.cols), out + c0, B);
+  });
 }
 
 template <class T>
@@ -195,7 +212,8 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   // The block's distances (then its near pairs' coefficients), its far pairs' coefficients C,
   // and the row and column sums of C.
   const Tensor dist = Tensor::empty({R * B}, {.dtype = e.dtype()}), coef = Tensor::empty({R * B}, {.dtype = e.dtype()});
-  const Tensor sums = Tensor::empty({R + B}, kF64);
+  const Tensor sums = Tensor::empty({R + B}, kF64), near_counts = Tensor::empty({R}, {.dtype = DType::i64});
+  int64_t* near_in_row = near_counts.data<int64_t>();  // near pairs per anchor of the block
   T* near = dist.data<T>();
   T* C = coef.data<T>();
   double* row_sum = sums.data<double>();
@@ -211,19 +229,29 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
         T* d = near + (a - a0) * B;
         T* c_row = C + (a - a0) * B;
         l.build(d, y, B, a, margin, /*with_negative_counts=*/true);
-        double rs = 0;
-        int64_t p = 0, k = 0;  // the next positive's and negative's place in the lists
+        T* g = scratch.weights<T>();  // counts: exact in T
+        l.expand_weights(y, B, a, g);
+        // Note [Vectorised coefficients]: distance_coefficient(scale g_j, d_aj) and the near test
+        // in T, as selects (the division always runs, by 1 where d <= 0 or NaN). GCC keeps
+        // selects that mix double arithmetic with T loads as branches, and this was a scalar loop
+        // with two branches per pair; in f32 the coefficient is now rounded twice (scale, then
+        // the quotient) instead of once. A near pair whose coefficient is 0 adds nothing either
+        // way, so only the nonzero ones are counted.
+        const T scale_t = T(scale), na = T(n[a]);
+        int64_t near_pairs = 0;
         for (int64_t j = 0; j < B; ++j) {
-          const double dj = double(d[j]);
-          double g = 0;  // d loss / d d_aj through a's terms, times T
-          if (j != a) g = y[j] == y[a] ? l.active[p++] : -l.positives_of_negative[k++];
-          const double c = distance_coefficient(scale * g, dj);
-          const bool is_near = c != 0 && is_near_pair(dj * dj, n[a], n[j]);
-          c_row[j] = is_near ? T(0) : T(c);
-          d[j] = is_near ? T(c) : T(0);  // the row is consumed: it now holds the near coefficients
-          if (!is_near) rs += double(T(c));
+          const T dj = d[j];
+          const bool positive = dj > T(0);
+          const T q = scale_t * g[j] / (positive ? dj : T(1));
+          const T c = positive ? q : T(0);
+          const bool is_near = dj * dj <= T(0.02) * (na + T(n[j]));  // is_near_pair, in T
+          c_row[j] = is_near ? T(0) : c;
+          const T near_c = is_near ? c : T(0);
+          d[j] = near_c;  // the row is consumed: it now holds the near coefficients
+          near_pairs += near_c != T(0) ? 1 : 0;
         }
-        row_sum[a - a0] = rs;
+        row_sum[a - a0] = lane_sum(B, [&](int64_t j) { return c_row[j]; });  // near pairs are 0 in C
+        near_in_row[a - a0] = near_pairs;
       }
     });
     parallel_for(0, B, 64, [&](int64_t j0, int64_t j1) {
@@ -240,7 +268,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
         for (int64_t k = 0; k < D; ++k) dE[j * D + k] = T(double(dE[j * D + k]) + col_sum[j] * double(E[j * D + k]));
     });
     for (int64_t a = a0; a < a1; ++a)
-      for (int64_t j = 0; j < B; ++j) {
+      for (int64_t j = 0; j < B && near_in_row[a - a0] > 0; ++j) {
         const double c = double(near[(a - a0) * B + j]);
         if (c == 0) continue;
         add_scaled_difference(dE + a * D, c, E + a * D, E + j * D, D);
