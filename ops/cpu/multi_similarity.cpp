@@ -11,6 +11,7 @@
 // exp(a s + (b - lp_i)) with the offset b - lp_i per row, one FMA per pair.
 #include <cmath>
 
+#include "ops/cpu/class_members.h"
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -30,16 +31,16 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   for (int64_t i = 0; i < B; ++i) run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = 0, run[4 * i + 3] = 1;
 
   const T a_pos = T(-p.alpha), b_pos = T(p.alpha * p.base), a_neg = T(p.beta), b_neg = T(-p.beta * p.base);
+  const ClassMembers members(y, B);
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
     const int64_t* yc = y + c0;
     for (int64_t i = r0; i < r1; ++i) {
       double* r = run + 4 * i;
       OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
       const T* s = S + (i - r0) * (c1 - c0);
-      const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
-      fold_log_sum_exp<T>(
-          pos, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); },
-          [=](int64_t k) { return yc[k] == yi && k != self; });
+      const int64_t yi = y[i];
+      fold_log_sum_exp_at<T>(pos, members.in_range(i, c0, c1), c0, i, scratch,
+                             [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); });
       fold_log_sum_exp<T>(
           neg, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },
           [=](int64_t k) { return yc[k] != yi; });

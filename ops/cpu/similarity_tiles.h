@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -166,6 +167,19 @@ void fold_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&&
   if (m == -kInf) return;  // nothing kept (or only -inf)
   const double sum = lane_sum(n, [&](int64_t k) { return fast_exp(T(scratch[k] - m)); });
   lse.merge({double(m), sum});
+}
+
+// fold_log_sum_exp over a few columns of a tile row only: the `members` (ascending batch
+// indices, e.g. ClassMembers::in_range) other than `self`, at tile offsets j - c0. Their values
+// are gathered into scratch first, so that a row's few positives cost a pass over themselves
+// rather than a masked pass over the whole tile row.
+template <class T, class X>
+void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members, int64_t c0, int64_t self,
+                         T* scratch, X&& x) {
+  int64_t n = 0;
+  for (const int64_t j : members)
+    if (j != self) scratch[n++] = x(j - c0);
+  fold_log_sum_exp<T>(lse, n, scratch, [=](int64_t k) { return scratch[k]; }, [](int64_t) { return true; });
 }
 
 // Note [Self-similarity passes]: the losses over the similarities of one set of rows with

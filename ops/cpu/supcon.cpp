@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu/class_members.h"
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -31,19 +32,18 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   double* run = running.data<double>();
   for (int64_t i = 0; i < B; ++i) run[4 * i] = -INFINITY, run[4 * i + 1] = 0, run[4 * i + 2] = 0, run[4 * i + 3] = 0;
 
+  const ClassMembers members(y, B);
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
-    const int64_t* yc = y + c0;
     const T t_inv = T(inv_t);
     for (int64_t i = r0; i < r1; ++i) {
       double* r = run + 4 * i;
       OnlineLogSumExp lse{r[0], r[1]};
       const T* s = S + (i - r0) * (c1 - c0);
-      const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
-      auto positive = [&](int64_t k) { return yc[k] == yi && k != self; };
+      const int64_t self = i - c0;  // the diagonal's column, when in this tile
       fold_log_sum_exp<T>(
           lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * t_inv; }, [=](int64_t k) { return k != self; });
-      r[2] += lane_sum(c1 - c0, [&](int64_t k) { return positive(k) ? 1.0 : 0.0; });
-      r[3] += lane_sum(c1 - c0, [&](int64_t k) { return positive(k) ? double(s[k]) * inv_t : 0.0; });
+      for (const int64_t j : members.in_range(i, c0, c1))  // the positives: P_i and S_i
+        if (j != i) r[2] += 1, r[3] += double(s[j - c0]) * inv_t;
       r[0] = lse.max, r[1] = lse.sum;
     }
   };
