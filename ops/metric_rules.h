@@ -211,7 +211,14 @@ EMBER_HOST_DEVICE double nonfinite_part(double sum, double count, T poison) {
 
 // Whether a pair is close enough that d^2 from dot products has lost digits: d^2 at most 2% of
 // |e_i|^2 + |e_j|^2 (d below about 0.2 for unit rows).
-EMBER_HOST_DEVICE bool is_near_pair(double d2, double n_i, double n_j) { return d2 <= 0.02 * (n_i + n_j); }
+constexpr double kNearPairFraction = 0.02;
+EMBER_HOST_DEVICE bool is_near_pair(double d2, double n_i, double n_j) { return d2 <= kNearPairFraction * (n_i + n_j); }
+// The same bound rounded to T, for the CPU's vectorised tile loops, which test d^2 in T: GCC keeps
+// selects on double compares as branches without -fno-trapping-math.
+template <class T>
+EMBER_HOST_DEVICE T near_pair_bound(double n_i, double n_j) {
+  return T(kNearPairFraction * (n_i + n_j));
+}
 
 // d^2 from the squared norms and the dot product, never below 0; NaN stays NaN (Note
 // [Non-finite embeddings]: a pair with a non-finite row must not look like d = 0).

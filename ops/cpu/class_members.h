@@ -1,8 +1,8 @@
 // The members of each class in a batch of labels, for the pair losses that visit a row's
 // positives (the other rows with its label) without scanning all B labels per row:
-//   const ClassMembers members(y, B);                  // O(B log B), 3 B i64 from the allocator
-//   for (int64_t j : members.of(i)) ...                  // every index with label y[i], ascending
-//   for (int64_t j : members.in_range(i, c0, c1)) ...    // those in [c0, c1): one tile's columns
+//   const ClassMembers members(y, B);                    // O(B log B), 3 B i64 from the allocator
+//   for (int64_t j : members.of(i)) ...                    // every index with label y[i], ascending
+//   for (int64_t j : members.in_columns(i, c0, c1)) ...    // those in [c0, c1): one tile's columns
 // Ascending order keeps the sums that visit positives in the order of a scan over j.
 #pragma once
 
@@ -36,7 +36,7 @@ class ClassMembers {
 
   std::span<const int64_t> of(int64_t i) const { return {order_ + begin_[i], order_ + end_[i]}; }
 
-  std::span<const int64_t> in_range(int64_t i, int64_t c0, int64_t c1) const {
+  std::span<const int64_t> in_columns(int64_t i, int64_t c0, int64_t c1) const {
     const std::span<const int64_t> all = of(i);
     const int64_t* first = std::lower_bound(all.data(), all.data() + all.size(), c0);
     const int64_t* last = std::lower_bound(first, all.data() + all.size(), c1);

@@ -26,7 +26,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
   const double* n = norms.data<double>();
   row_squared_norms(E, B, D, norms.data<double>());
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   // Per anchor: [positive sum, positive count, negative sum, negative count], summed in order below.
   const Tensor rows = Tensor::empty({B, 4}, {.dtype = DType::f64});
   double* row = rows.data<double>();
@@ -88,7 +88,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
   const double* n = norms.data<double>();
   row_squared_norms(E, B, D, norms.data<double>());
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   const TileSummands<T> summands(E, B, D);
   const Tensor row_sums = Tensor::empty({B}, {.dtype = DType::f64});
   double* rs = row_sums.data<double>();
@@ -118,7 +118,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
           return (active ? (positive ? ps : ns) : T(0)) / (active ? dk : T(1));  // a division used as is
         };
         auto is_near = [=](int64_t k, T c) {
-          const T threshold = T(0.02 * (ni + nc[k]));
+          const T threshold = near_pair_bound<T>(ni, nc[k]);
           return (c != T(0)) & (d[k] * d[k] <= threshold);
         };
         int64_t near = 0;

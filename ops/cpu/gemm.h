@@ -39,6 +39,10 @@ void gemm_eigen(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T a
                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act = Activation::none,
                 GemmBias<T> bias = {});
 
+// Whether gemm<float> runs ember's packed GEMM (else Eigen's: EMBER_GEMM=eigen). Callers that
+// pack operands for it themselves (ops/cpu/gemm_prepacked.h) do so only when it does.
+bool f32_gemm_is_ember();
+
 #define EMBER_GEMM_DECLARE(T)                                                                                    \
   extern template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, \
                                T*, int64_t, Activation);                                                          \

@@ -95,13 +95,14 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
 // steps(K); Note [GEMM threads]), unless the Packing, whose kernel may be much faster per step,
 // decides itself with `single_thread(M, N, K)`.
 template <class Packing>
-constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(0), int64_t(0)); };
-
-template <class Packing>
 bool single_thread(int64_t M, int64_t N, int64_t K) {
   if constexpr (requires { Packing::single_thread(M, N, K); }) return Packing::single_thread(M, N, K);
   else return M * N * Packing::steps(K) < (int64_t(1) << 22);
 }
+
+// Whether the Packing's op(B) was packed before the call (see the top of this file).
+template <class Packing>
+constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(0), int64_t(0)); };
 
 // The state a Packing needs while a thread runs work items (see the top of this file), or none.
 template <class Packing>
@@ -112,7 +113,8 @@ auto work_scope(const Packing& packing) {
 
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
 // (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values
-// is packed by the caller alone), then share the work items on the pool's dynamic chunks (Note
+// is packed by the caller alone; nothing when op(B) came packed: Note [Prepacked B] in
+// ops/cpu/gemm_packed.cpp), then share the work items on the pool's dynamic chunks (Note
 // [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
 // columns and runs the whole K loop itself, packing its own blocks of A, so there is no
 // barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
@@ -125,9 +127,9 @@ auto work_scope(const Packing& packing) {
 // shared machine (the AMX form, much faster per step, sets its own rule: single_thread). Every
 // element of C is computed by the same FMAs in the same order whatever the item (the K
 // blocking is fixed), so results do not depend on the number of threads.
-// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel) and per chunk
-// of work items (A's blocks), so steady-state calls reuse cached blocks and never reach the
-// system; thread-local buffers would outlive the allocator at exit.
+// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, none when it
+// came packed) and per chunk of work items (A's blocks), so steady-state calls reuse cached
+// blocks and never reach the system; thread-local buffers would outlive the allocator at exit.
 template <class Packing>
 void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,

@@ -122,6 +122,7 @@ double chain_seconds(int64_t iters, Step step) {
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(float(c));
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < iters; ++i) {
+      static_assert(kChains == 24, "the unroll pragma below spells kChains out");
 #pragma GCC unroll 24
       for (int c = 0; c < kChains; ++c) acc[c] = step(acc[c]);
     }

@@ -1,9 +1,9 @@
 // Multi-Similarity on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
 // (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
-//   forward   one pass of similarity tiles folds each row's two log-sums, lp_i over its positives
-//             and ln_i over its negatives, each started at exp(0) (PML's add_one), a tile row at a
-//             time (Note [Vectorised tile rows]); the mean of lp_i / alpha + ln_i / beta follows,
-//             in row order;
+//   forward   one pass of similarity tiles folds each row's two log-sums, each started at exp(0)
+//             (PML's add_one): ln_i over its negatives a tile row at a time (Note [Vectorised tile
+//             rows]), lp_i over just its positives, the few columns of its class (ClassMembers,
+//             fold_log_sum_exp_at); the mean of lp_i / alpha + ln_i / beta follows, in row order;
 //   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (ms_weight of row i
 //             and of row j) and accumulates de_i += that weight * e_j with the GEMM.
 // Both write a pair's exponent as a s + b, (a, b) = (-alpha, alpha base) for a positive pair and
@@ -39,7 +39,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
       const T* s = S + (i - r0) * (c1 - c0);
       const int64_t yi = y[i];
-      fold_log_sum_exp_at<T>(pos, members.in_range(i, c0, c1), c0, i, scratch,
+      fold_log_sum_exp_at<T>(pos, members.in_columns(i, c0, c1), c0, i, scratch,
                              [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); });
       fold_log_sum_exp<T>(
           neg, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },

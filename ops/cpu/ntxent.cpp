@@ -32,7 +32,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   // Per anchor: its loss sum and positive count (summed in a fixed order below).
   const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64});
   double* row = rows.data<double>();
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
 
   for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     // While streaming, st holds each anchor's running (max, sum) over its negatives.
@@ -91,7 +91,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const double* st = stats.data<double>();
   const double inv_t = 1.0 / temperature, small = small_val<T>();
   const double scale = double(grad.data<T>()[0]) * inv_t / P;
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   const TileSummands<T> summands(E, B, D);
   // dloss/ds_ij through anchor i's terms (ds_ji's is the same with i and j swapped).
   auto through_anchor = [&](int64_t i, int64_t j, double s) {
@@ -116,7 +116,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
           const T x = s[k] * t_inv;
           w[k] = -(fast_exp(T(x - lse_i)) * g_i + fast_exp(T(x - lse_col[k])) * g_col[k]);
         }
-        for (const int64_t j : members.in_range(i, c0, c1))
+        for (const int64_t j : members.in_columns(i, c0, c1))
           w[j - c0] = i == j ? T(0) : T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
       }
       accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);

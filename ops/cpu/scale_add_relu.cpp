@@ -8,7 +8,6 @@
 // the loops are branch-free (the mask is a bit mask) and the dscale sum runs in 16 independent
 // lanes, so the compiler vectorises both.
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -56,9 +55,9 @@ void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual,
 // One plane of the backward; the outputs that are not wanted (k* false) are not touched.
 // Returns the plane's dscale, summed in compute_t<T> lanes. Blocks of 16 are loaded, computed and
 // stored whole (Note [Blocks of 16]); relu's gradient is a bit mask (Note [GCC 12 masked-load
-// miscompile]). The dscale sums are explicit fmas: left to -ffp-contract, GCC 12 fused the
-// multiply-add in some instantiations and not in others (on a Zen 5, -march=native), so dscale
-// alone and dscale beside dx differed in the last bit.
+// miscompile]). Note [GCC contraction]: the dscale sums are explicit multiply_adds: left to
+// -ffp-contract, GCC 12 fused the multiply-add in some instantiations and not in others (on a
+// Zen 5, -march=native), so dscale alone and dscale beside dx differed in the last bit.
 template <bool kDx, bool kDscale, bool kDresidual, class T>
 compute_t<T> backward_plane(int64_t S, compute_t<T> s, const T* g, const T* y, const T* x, T* dx, T* dr) {
   using C = compute_t<T>;
@@ -78,14 +77,14 @@ compute_t<T> backward_plane(int64_t S, compute_t<T> s, const T* g, const T* y, c
     if constexpr (kDscale) {
       C xv[kLanes];
       load_block<kLanes>(x + i, xv);
-      for (int j = 0; j < kLanes; ++j) lanes[j] = std::fma(gm[j], xv[j], lanes[j]);
+      for (int j = 0; j < kLanes; ++j) lanes[j] = multiply_add(gm[j], xv[j], lanes[j]);
     }
   }
   for (; i < S; ++i) {
     const C gm = relu_backward_masked(C(g[i]), C(y[i]));
     if constexpr (kDx) dx[i] = T(gm * s);
     if constexpr (kDresidual) dr[i] = T(gm);
-    if constexpr (kDscale) lanes[0] = std::fma(gm, C(x[i]), lanes[0]);
+    if constexpr (kDscale) lanes[0] = multiply_add(gm, C(x[i]), lanes[0]);
   }
   C total = 0;
   for (int j = 0; j < kLanes; ++j) total += lanes[j];

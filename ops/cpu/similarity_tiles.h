@@ -1,7 +1,7 @@
 // Streaming a similarity matrix S = A B^T (A (M, D), B (N, D) row-major) tile by tile on the CPU,
 // for the metric losses (ops/cpu/<loss>.cpp).
 //
-//   const TileColumns<T> columns(B, N, D);                              // Note [Prepacked rows]
+//   const TileColumns<T> columns(B, N, D, tiles);                       // Note [Prepacked rows]
 //   for_each_row_block(M, tiles, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
 //     for (int64_t c0 = 0; c0 < N; c0 += tiles.cols) {
 //       const int64_t c1 = std::min(N, c0 + tiles.cols);
@@ -70,26 +70,28 @@ void for_each_row_block(int64_t M, PairTiles tiles, DType dtype, Fn&& fn) {
 // column is not a multiple of packed_b_column_alignment() (tests' odd tile sizes) takes the
 // plain GEMM. Both run the same micro-kernel on the same panels in the same order, so the
 // results are the same bits either way. f64 (Eigen's GEMM) packs nothing here.
-template <class T>
-struct TileColumns {
+// (Nothing is packed where gemm<float> is Eigen's, EMBER_GEMM=eigen.)
+template <class T, bool kTransposed>
+struct PackedRows {
   const T* rows;  // B (N, D)
   int64_t N, D;
-  PackedB packed;  // f32: op(B) = B^T (D, N)
-  TileColumns(const T* rows, int64_t N, int64_t D) : rows(rows), N(N), D(D) {
+  PackedB packed;  // f32: op(B) = B^T (D, N) when kTransposed, else B (N, D)
+  PackedRows(const T* rows, int64_t N, int64_t D, bool worth_packing = true) : rows(rows), N(N), D(D) {
     if constexpr (std::is_same_v<T, float>)
-      if (N > 0 && D > 0) packed = pack_b(true, D, N, rows, D);
+      if (worth_packing && N > 0 && D > 0 && f32_gemm_is_ember())
+        packed = kTransposed ? pack_b(true, D, N, rows, D) : pack_b(false, N, D, rows, D);
   }
 };
+// B's rows as the columns of similarity tiles, A[rows] B[cols]^T; packed only where the tiles
+// start on packed panels (`tiles.cols` a multiple of the alignment, or one tile for all of B).
 template <class T>
-struct TileSummands {
-  const T* rows;  // B (N, D)
-  int64_t N, D;
-  PackedB packed;  // f32: op(B) = B (N, D)
-  TileSummands(const T* rows, int64_t N, int64_t D) : rows(rows), N(N), D(D) {
-    if constexpr (std::is_same_v<T, float>)
-      if (N > 0 && D > 0) packed = pack_b(false, N, D, rows, D);
-  }
+struct TileColumns : PackedRows<T, true> {
+  TileColumns(const T* rows, int64_t N, int64_t D, const PairTiles& tiles)
+      : PackedRows<T, true>(rows, N, D, tiles.cols % packed_b_column_alignment() == 0 || tiles.cols >= N) {}
 };
+// B's rows as the summands of weighted sums over a tile's columns, W B[cols].
+template <class T>
+using TileSummands = PackedRows<T, false>;
 
 // out (r1 - r0, c1 - c0), row stride ldo, = A[r0:r1] B[c0:c1]^T.
 template <class T>
@@ -170,7 +172,7 @@ void fold_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&&
 }
 
 // fold_log_sum_exp over a few columns of a tile row only: the `members` (ascending batch
-// indices, e.g. ClassMembers::in_range) other than `self`, at tile offsets j - c0. Their values
+// indices, e.g. ClassMembers::in_columns) other than `self`, at tile offsets j - c0. Their values
 // are gathered into scratch first, so that a row's few positives cost a pass over themselves
 // rather than a masked pass over the whole tile row.
 template <class T, class X>
@@ -196,7 +198,7 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
 //                                     [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) { ... });
 template <class T, class Visit>
 void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
       const int64_t c1 = std::min(B, c0 + tiles.cols);
@@ -209,7 +211,7 @@ template <class T, class RowWeights>
 void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
                                     RowWeights&& row_weights) {
   std::fill(dE, dE + B * D, T(0));
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   const TileSummands<T> summands(E, B, D);
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
@@ -269,7 +271,7 @@ inline void check_class_labels(const char* op, const int64_t* y, int64_t B, int6
 // ---- L2 distance tiles (Note [L2 distances] in ops/metric_rules.h) -------------------------------
 //
 //   row_squared_norms(E, B, D, norms);                               // norms (B) f64 = |e_i|^2
-//   const TileColumns<T> columns(E, B, D);                          // E packed once per pass
+//   const TileColumns<T> columns(E, B, D, tiles);                   // E packed once per pass
 //   distance_tile(E, columns, norms, norms, r0, r1, c0, c1, out, ldo);  // out[(i - r0) * ldo + (j - c0)] = d_ij
 //
 // The tile is the GEMM's dot products turned into distances; near pairs are recomputed from
@@ -317,7 +319,7 @@ void distance_tile(const T* A, const TileColumns<T>& columns, const double* na, 
     int64_t near = 0;
     for (int64_t k = 0; k < c1 - c0; ++k) {
       const T d2 = T(ni + nc[k] - 2 * double(o[k]));  // squared_distance_from_dot, clamped below
-      const bool is_near = d2 <= T(0.02 * (ni + nc[k]));
+      const bool is_near = d2 <= near_pair_bound<T>(ni, nc[k]);
       const T root = std::sqrt(d2 < T(0) ? T(0) : d2);  // NaN stays NaN (Note [Non-finite embeddings])
       near += is_near ? 1 : 0;
       o[k] = is_near ? T(-1) : root;

@@ -1,9 +1,9 @@
 // SupCon on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
 // (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
-//   forward   one pass of similarity tiles folds each anchor's lse_i over every j != i, its
-//             positive count P_i and the sum S_i of its positives' s_ij / t, a tile row at a time
-//             (Note [Vectorised tile rows]); the anchor losses follow from those three, then
-//             AvgNonZeroReducer's mean, in row order;
+//   forward   one pass of similarity tiles folds each anchor's lse_i over every j != i, a tile
+//             row at a time (Note [Vectorised tile rows]), and its positive count P_i and the sum
+//             S_i of its positives' s_ij / t from the few columns of its class (ClassMembers); the
+//             anchor losses follow from those three, then AvgNonZeroReducer's mean, in row order;
 //   backward  one pass of tiles turns s_ij into dloss/ds_ij + dloss/ds_ji (supcon_weight of
 //             anchor i and of anchor j) and accumulates de_i += that weight * e_j with the GEMM.
 //             supcon_weight is a_i exp(s / t - lse_i) - [j positive] b_i with a_i = P_i / (P_i +
@@ -42,7 +42,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       const int64_t self = i - c0;  // the diagonal's column, when in this tile
       fold_log_sum_exp<T>(
           lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * t_inv; }, [=](int64_t k) { return k != self; });
-      for (const int64_t j : members.in_range(i, c0, c1))  // the positives: P_i and S_i
+      for (const int64_t j : members.in_columns(i, c0, c1))  // the positives: P_i and S_i
         if (j != i) r[2] += 1, r[3] += double(s[j - c0]) * inv_t;
       r[0] = lse.max, r[1] = lse.sum;
     }

@@ -128,19 +128,15 @@ struct AnchorTriplets {
   }
 };
 
-// Scratch for one task's AnchorTriplets and its expanded weights: 9 B + 1 doubles.
+// Scratch for one task's AnchorTriplets (8 B + 1 doubles) and its expanded weights (B).
 struct AnchorScratch {
   Tensor storage;
   AnchorTriplets lists;
-  double* weight_values;  // (B) the backward's expand_weights, as f32 or f64
-  explicit AnchorScratch(int64_t B) : storage(Tensor::empty({9 * B + 1}, kF64)) {
+  Tensor weights;  // (B) of the embeddings' dtype: the backward's expand_weights
+  explicit AnchorScratch(int64_t B, DType dtype = DType::f64)
+      : storage(Tensor::empty({8 * B + 1}, kF64)), weights(Tensor::empty({B}, {.dtype = dtype})) {
     double* p = storage.data<double>();
     lists = {p, p + B, p + 2 * B, p + 3 * B, p + 4 * B, p + 5 * B, p + 6 * B, p + 7 * B};
-    weight_values = p + 8 * B + 1;
-  }
-  template <class T>
-  T* weights() {
-    return reinterpret_cast<T*>(weight_values);
   }
 };
 
@@ -165,7 +161,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   const Tensor rows = Tensor::empty({B, 2}, kF64);  // per anchor [sum of terms, terms > 0]
   double* row = rows.data<double>();
 
@@ -206,7 +202,7 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   const TileSummands<T> summands(E, B, D);
   const int64_t R = std::min(B, tiles.rows);
   // The block's distances (then its near pairs' coefficients), its far pairs' coefficients C,
@@ -223,28 +219,29 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
     const int64_t a1 = std::min(B, a0 + tiles.rows), rows = a1 - a0;
     distance_rows(tiles, columns, n, a0, a1, dist.data<T>());
     parallel_for(a0, a1, 1, [&](int64_t i0, int64_t i1) {
-      AnchorScratch scratch(B);
+      AnchorScratch scratch(B, e.dtype());
       AnchorTriplets& l = scratch.lists;
       for (int64_t a = i0; a < i1; ++a) {
         T* d = near + (a - a0) * B;
         T* c_row = C + (a - a0) * B;
         l.build(d, y, B, a, margin, /*with_negative_counts=*/true);
-        T* g = scratch.weights<T>();  // counts: exact in T
+        T* g = scratch.weights.data<T>();  // counts: exact in T
         l.expand_weights(y, B, a, g);
-        // Note [Vectorised coefficients]: distance_coefficient(scale g_j, d_aj) and the near test
-        // in T, as selects (the division always runs, by 1 where d <= 0 or NaN). GCC keeps
-        // selects that mix double arithmetic with T loads as branches, and this was a scalar loop
-        // with two branches per pair; in f32 the coefficient is now rounded twice (scale, then
-        // the quotient) instead of once. A near pair whose coefficient is 0 adds nothing either
-        // way, so only the nonzero ones are counted.
-        const T scale_t = T(scale), na = T(n[a]);
+        // Note [Vectorised coefficients]: distance_coefficient(scale g_j, d_aj) in T and the near
+        // test (near_pair_bound) as selects, the division always run (by 1 where d <= 0 or NaN).
+        // This was a scalar loop with two branches per pair, and with the division in double GCC
+        // 12 still kept it scalar; in f32 the coefficient is now rounded twice (scale, then the
+        // quotient) instead of once. A near pair whose coefficient is 0 adds nothing either way,
+        // so only the nonzero ones are counted.
+        const T scale_t = T(scale);
+        const double na = n[a];
         int64_t near_pairs = 0;
         for (int64_t j = 0; j < B; ++j) {
           const T dj = d[j];
           const bool positive = dj > T(0);
           const T q = scale_t * g[j] / (positive ? dj : T(1));
           const T c = positive ? q : T(0);
-          const bool is_near = dj * dj <= T(0.02) * (na + T(n[j]));  // is_near_pair, in T
+          const bool is_near = dj * dj <= near_pair_bound<T>(na, n[j]);
           c_row[j] = is_near ? T(0) : c;
           const T near_c = is_near ? c : T(0);
           d[j] = near_c;  // the row is consumed: it now holds the near coefficients
@@ -267,13 +264,15 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
       for (int64_t j = j0; j < j1; ++j)
         for (int64_t k = 0; k < D; ++k) dE[j * D + k] = T(double(dE[j * D + k]) + col_sum[j] * double(E[j * D + k]));
     });
-    for (int64_t a = a0; a < a1; ++a)
-      for (int64_t j = 0; j < B && near_in_row[a - a0] > 0; ++j) {
+    for (int64_t a = a0; a < a1; ++a) {
+      if (near_in_row[a - a0] == 0) continue;
+      for (int64_t j = 0; j < B; ++j) {
         const double c = double(near[(a - a0) * B + j]);
         if (c == 0) continue;
         add_scaled_difference(dE + a * D, c, E + a * D, E + j * D, D);
         add_scaled_difference(dE + j * D, c, E + j * D, E + a * D, D);
       }
+    }
   }
 }
 
@@ -352,7 +351,7 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
   const Tensor norms = Tensor::empty({B}, kF64);
   row_squared_norms(E, B, D, norms.data<double>());
   const double* n = norms.data<double>();
-  const TileColumns<T> columns(E, B, D);
+  const TileColumns<T> columns(E, B, D, tiles);
   int64_t* out = hardest.data<int64_t>();
   for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     const Tensor best = Tensor::empty({2 * (r1 - r0)}, kF64);  // running values of the two arg-maxes

@@ -87,6 +87,19 @@ double lane_sum(int64_t n, F f) {
   return s;
 }
 
+// a b + c with one rounding where the build has FMA instructions (std::fma, which GCC
+// vectorises), and as a b + c without them, where there is nothing to contract: either way every
+// caller rounds alike, which -ffp-contract's choices per instantiation do not promise (Note [GCC
+// contraction] in ops/cpu/scale_add_relu.cpp). std::fma without FMA instructions is a libm call.
+template <class T>
+T multiply_add(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // relu's backward, g where y > 0 or y is NaN (BinaryOp::relu_backward, Note [NaN through relu]),
 // else +0, as a bit mask rather than a select. Note [GCC 12 masked-load miscompile]: GCC 12.2
 // at -O3 with Ice Lake or later tuning (what -march=native picks on such CPUs) sinks the load of

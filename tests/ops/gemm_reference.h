@@ -19,6 +19,17 @@
 
 namespace ember::test {
 
+// n values in [0, 1) in steps of 1 / levels, from a linear congruential sequence seeded by
+// `seed`: the GEMM tests' operands (many levels: more mantissa bits than bf16 keeps).
+inline std::vector<float> gemm_test_values(size_t n, uint32_t seed, int32_t levels = 1000) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = float(int32_t(seed >> 8) % levels) / float(levels);
+  }
+  return v;
+}
+
 struct GemmReference {
   int64_t M, N, K, ldc;
   float alpha, beta;

@@ -36,15 +36,8 @@ float float_of(uint32_t u) {
   return x;
 }
 
-// Values in [-1, 1) with more mantissa bits than bf16 keeps, so that rounding matters.
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(int32_t(seed >> 8) % 100003) / 100003.0f;
-  }
-  return v;
-}
+// Values in [0, 1) with more mantissa bits than bf16 keeps, so that rounding matters.
+std::vector<float> random_values(size_t n, uint32_t seed) { return test::gemm_test_values(n, seed, 100003); }
 
 // One operand in both forms: f32 values and their bf16 rounding (what the GEMM multiplies).
 struct Matrix {

@@ -1,34 +1,39 @@
 // The f32 GEMM on a prepacked op(B) (ops/cpu/gemm_prepacked.h, Note [Prepacked B]): every block
 // of the packed matrix that a caller may take (K ranges from any row, column ranges from any
 // aligned column, up to and short of the end, over several KC blocks of K) gives the very bits
-// of cpu::gemm on the same block, for every transposition, alpha and beta, on one thread and on
-// the pool; a misaligned block is an Error.
+// of ember's packed GEMM (what cpu::gemm<float> runs unless EMBER_GEMM=eigen) on the same block,
+// for every transposition, alpha and beta, on one thread and on the pool, down to operands of less
+// than one panel; a misaligned block is an Error.
 #include <cstring>
 #include <vector>
 
 #include "core/parallel.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_packed.h"
 #include "ops/cpu/gemm_prepacked.h"
+#include "gemm_reference.h"
 #include "support/test_support.h"
 
 using namespace ember;
 
 namespace {
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {  // in [-1, 1)
-    seed = seed * 1664525u + 1013904223u;
-    x = float(int32_t(seed >> 8) % 1000) / 1000.0f;
-  }
-  return v;
+std::vector<float> random_values(size_t n, uint32_t seed) { return test::gemm_test_values(n, seed); }
+
+// C = 0.5 op(A) op(B) + beta C by ember's packed GEMM, the kernel and blocking cpu::gemm uses.
+void ember_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  using namespace cpu::gemm_detail;
+  gemm_packed(default_micro_kernel(), cache_blocking(), trans_a, trans_b, M, N, K, 0.5f, A, lda, B, ldb, beta, C, ldc,
+              Activation::none);
 }
 
 }  // namespace
 
 TEST_CASE("cpu::gemm_packed_b equals cpu::gemm bit for bit on every block of the packed operand",
           "[gemm][prepacked]") {
-  const int64_t K = 600, N = 150, M = 37;  // K over two KC blocks; N past three 48-column panels
+  // K over two KC blocks; N past three 48-column panels; M N K over the GEMM's one-thread limit.
+  const int64_t K = 600, N = 150, M = 131;
   const int64_t align = cpu::packed_b_column_alignment();
   REQUIRE(align == 48);
   struct Block {
@@ -53,8 +58,7 @@ TEST_CASE("cpu::gemm_packed_b equals cpu::gemm bit for bit on every block of the
             std::vector<float> want = random_values(size_t(M * ldc), 3), got = want;
             // op(B)'s block as cpu::gemm reads it: rows k0.., columns n0.. of op(B).
             const float* b_block = trans_b ? b.data() + blk.n0 * ldb + blk.k0 : b.data() + blk.k0 * ldb + blk.n0;
-            cpu::gemm<float>(trans_a, trans_b, M, blk.n, blk.k, 0.5f, a.data(), lda, b_block, ldb, beta, want.data(),
-                             ldc);
+            ember_gemm(trans_a, trans_b, M, blk.n, blk.k, a.data(), lda, b_block, ldb, beta, want.data(), ldc);
             cpu::gemm_packed_b(trans_a, M, blk.n, blk.k, 0.5f, a.data(), lda, packed, blk.k0, blk.n0, beta,
                                got.data(), ldc);
             REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
@@ -62,6 +66,20 @@ TEST_CASE("cpu::gemm_packed_b equals cpu::gemm bit for bit on every block of the
     }
   }
   set_num_threads(previous);
+}
+
+TEST_CASE("cpu::gemm_packed_b on an operand of less than one panel, with K under the transpose's 8",
+          "[gemm][prepacked]") {
+  for (const bool trans_b : {false, true}) {
+    const int64_t K = 5, N = 13, M = 9, ldb = trans_b ? K : N;
+    const std::vector<float> b = random_values(size_t((trans_b ? N : K) * ldb), 4), a = random_values(M * K, 5);
+    const cpu::PackedB packed = cpu::pack_b(trans_b, K, N, b.data(), ldb);
+    std::vector<float> want(M * N), got(M * N);
+    ember_gemm(false, trans_b, M, N, K, a.data(), K, b.data(), ldb, 0.0f, want.data(), N);
+    cpu::gemm_packed_b(false, M, N, K, 0.5f, a.data(), K, packed, 0, 0, 0.0f, got.data(), N);
+    INFO("trans_b " << trans_b);
+    REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("cpu::gemm_packed_b rejects a block that is misaligned or outside the packed operand", "[gemm][prepacked]") {

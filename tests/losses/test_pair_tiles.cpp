@@ -1,0 +1,70 @@
+// What the CPU pair losses share beneath their formulas (ops/cpu/similarity_tiles.h,
+// ops/cpu/class_members.h): the per-class member lists they visit positives through, and f32
+// tiles that start on the prepacked panels of E (Note [Prepacked rows]) agreeing with tiles that
+// take the plain GEMM, over a batch of several tiles in both directions.
+#include <vector>
+
+#include "ember.h"
+#include "metric_loss_testing.h"
+#include "ops/cpu/class_members.h"
+
+using namespace ember;
+using namespace ember::metric_testing;
+
+namespace {
+
+std::vector<int64_t> to_vector(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+TEST_CASE("ClassMembers lists each label's indices in ascending order, and a tile's columns of them",
+          "[losses][pairs]") {
+  const std::vector<int64_t> y = {7, -3, 7, 2, -3, 7, 9, 2};  // unsorted, negative, a singleton
+  const cpu::ClassMembers members(y.data(), int64_t(y.size()));
+  CHECK(to_vector(members.of(0)) == std::vector<int64_t>{0, 2, 5});
+  CHECK(to_vector(members.of(5)) == std::vector<int64_t>{0, 2, 5});
+  CHECK(to_vector(members.of(1)) == std::vector<int64_t>{1, 4});
+  CHECK(to_vector(members.of(3)) == std::vector<int64_t>{3, 7});
+  CHECK(to_vector(members.of(6)) == std::vector<int64_t>{6});
+  CHECK(to_vector(members.in_columns(0, 1, 5)) == std::vector<int64_t>{2});     // [1, 5)
+  CHECK(to_vector(members.in_columns(2, 0, 2)) == std::vector<int64_t>{0});     // c1 excluded
+  CHECK(to_vector(members.in_columns(5, 5, 8)) == std::vector<int64_t>{5});     // c0 included
+  CHECK(to_vector(members.in_columns(6, 0, 6)).empty());                       // before its only member
+  CHECK(to_vector(members.in_columns(3, 4, 4)).empty());                       // an empty range
+
+  const std::vector<int64_t> one_class(5, 4);
+  const cpu::ClassMembers all(one_class.data(), 5);
+  CHECK(to_vector(all.of(3)) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(to_vector(all.in_columns(3, 1, 3)) == std::vector<int64_t>{1, 2});
+  const cpu::ClassMembers none(nullptr, 0);  // an empty batch builds
+}
+
+TEST_CASE("f32 pair losses: tiles on the packed panels agree with tiles on the plain GEMM and with one tile",
+          "[losses][pairs]") {
+  TilesGuard guard;
+  const int64_t B = 300;  // several 48-column panels and tiles in both directions, none dividing B
+  std::vector<int64_t> labels(B);
+  for (int64_t i = 0; i < B; ++i) labels[size_t(i)] = (i * 7) % 60;  // 5 per class, spread over the tiles
+  const Tensor y = labels_of(labels);
+  Generator gen(21);
+  const Tensor emb = randn({B, 16}, {}, &gen);
+  const std::vector<std::pair<const char*, LossFn>> losses = {
+      {"ntxent", [](const Tensor& x, const Tensor& l) { return ntxent_loss(x, l); }},
+      {"supcon", [](const Tensor& x, const Tensor& l) { return supcon_loss(x, l); }},
+      {"contrastive", [](const Tensor& x, const Tensor& l) { return contrastive_loss(x, l); }},
+      {"multisim", [](const Tensor& x, const Tensor& l) { return multi_similarity_loss(x, l); }},
+      {"triplet", [](const Tensor& x, const Tensor& l) { return triplet_margin_loss(x, l); }},
+  };
+  for (const auto& [name, fn] : losses) {
+    INFO(name);
+    set_pair_tiles({.rows = B, .cols = B});
+    const LossAndGrad whole = loss_and_grad(fn, emb, y);
+    for (const PairTiles tiles : {PairTiles{64, 48}, PairTiles{40, 96}, PairTiles{64, 50}, PairTiles{37, 101}}) {
+      INFO("tiles " << tiles.rows << " x " << tiles.cols);
+      set_pair_tiles(tiles);
+      const LossAndGrad streamed = loss_and_grad(fn, emb, y);
+      test::check_close(streamed.loss, whole.loss, 1e-5, 1e-6);
+      test::check_close(streamed.grad, whole.grad, 1e-4, 1e-6);
+    }
+  }
+}
