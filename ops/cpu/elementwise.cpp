@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/kernels.h"
 #include "ops/cpu/loops.h"
@@ -32,7 +34,42 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   });
 }
 
+namespace {
+
+// Note [Blocked transpose copy]: dst (R, C) contiguous from a src of the same shape and dtype
+// whose columns are the unit-stride direction, src(i, j) at src[i + j * ld] (x.t().contiguous(),
+// or the gradient of a parameter used transposed, as ArcFace's W). The elementwise loop walks
+// such a src down a column per output row, one cache line per element, and ArcFace's (1024, 128)
+// copy missed L1 on nearly every one; in 32 x 32 tiles the tile's 32 source lines stay in L1.
+constexpr int64_t kTransposeTile = 32;
+
+bool is_transposed_copy(const Tensor& src, const Tensor& dst) {
+  return src.dim() == 2 && dst.dim() == 2 && src.shape() == dst.shape() && src.dtype() == dst.dtype() &&
+         dst.is_contiguous() && src.stride(0) == 1 && src.stride(1) >= src.size(0) && src.size(0) > 1 &&
+         src.size(1) > 1 && src.numel() >= kTransposeTile * kTransposeTile;
+}
+
+template <class T>
+void transposed_copy(const Tensor& src, const Tensor& dst) {
+  const int64_t R = dst.size(0), C = dst.size(1), ld = src.stride(1);
+  const T* in = src.data<T>();
+  T* out = dst.data<T>();
+  const int64_t row_tiles = (R + kTransposeTile - 1) / kTransposeTile;
+  parallel_for(0, row_tiles, std::max<int64_t>(1, kElementwiseGrain / (kTransposeTile * C)), [&](int64_t t0, int64_t t1) {
+    for (int64_t i0 = t0 * kTransposeTile; i0 < std::min(R, t1 * kTransposeTile); i0 += kTransposeTile)
+      for (int64_t j0 = 0; j0 < C; j0 += kTransposeTile) {
+        const int64_t i1 = std::min(R, i0 + kTransposeTile), j1 = std::min(C, j0 + kTransposeTile);
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) out[i * C + j] = in[i + j * ld];
+      }
+  });
+}
+
+}  // namespace
+
 void copy(const Tensor& src, const Tensor& dst) {
+  if (is_transposed_copy(src, dst))
+    return dispatch_all(dst.dtype(), "copy", [&]<class T>(TypeTag<T>) { transposed_copy<T>(src, dst); });
   const auto L = make_layout(dst, {&src});
   dispatch_all(dst.dtype(), "copy", [&]<class D>(TypeTag<D>) {
     dispatch_all(src.dtype(), "copy", [&]<class S>(TypeTag<S>) {

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -63,6 +65,25 @@ TEST_CASE("tensor: contiguous() and clone()", "[tensor]") {
   Tensor s = arange(10.0).slice(0, 1, 10, 3).clone();
   CHECK(s.to_vector<float>() == std::vector<float>{1, 4, 7});
   CHECK(s.offset() == 0);
+}
+
+TEST_CASE("tensor: contiguous() of a transposed matrix, in tiles, equals element by element", "[tensor]") {
+  // Note [Blocked transpose copy]: shapes around the 32 x 32 tile, a source row stride wider than
+  // the matrix (a column slice), element sizes 2, 4 and 8.
+  for (const DType dtype : {DType::f32, DType::f64, DType::i64, DType::bf16})
+    for (const auto& [rows, cols, extra] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {32, 32, 0}, {33, 70, 0}, {128, 1024, 0}, {31, 95, 5}, {200, 40, 3}}) {
+      INFO(dtype_name(dtype) << " " << rows << " x " << cols << " + " << extra);
+      const Tensor wide = arange(double(cols * (rows + extra))).reshape({cols, rows + extra}).to(dtype);
+      const Tensor view = wide.slice(1, 0, rows).t();  // (rows, cols), strides (1, rows + extra)
+      const Tensor got = view.contiguous();
+      REQUIRE(got.is_contiguous());
+      std::vector<double> want;
+      const Tensor wide64 = wide.to(DType::f64);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) want.push_back(wide64.data<double>()[j * (rows + extra) + i]);
+      CHECK(got.to(DType::f64).to_vector<double>() == want);
+    }
 }
 
 TEST_CASE("tensor: to(dtype) converts like static_cast", "[tensor]") {
