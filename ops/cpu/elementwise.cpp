@@ -55,7 +55,8 @@ void transposed_copy(const Tensor& src, const Tensor& dst) {
   const T* in = src.data<T>();
   T* out = dst.data<T>();
   const int64_t row_tiles = (R + kTransposeTile - 1) / kTransposeTile;
-  parallel_for(0, row_tiles, std::max<int64_t>(1, kElementwiseGrain / (kTransposeTile * C)), [&](int64_t t0, int64_t t1) {
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (kTransposeTile * C));
+  parallel_for(0, row_tiles, grain, [&](int64_t t0, int64_t t1) {
     for (int64_t i0 = t0 * kTransposeTile; i0 < std::min(R, t1 * kTransposeTile); i0 += kTransposeTile)
       for (int64_t j0 = 0; j0 < C; j0 += kTransposeTile) {
         const int64_t i1 = std::min(R, i0 + kTransposeTile), j1 = std::min(C, j0 + kTransposeTile);

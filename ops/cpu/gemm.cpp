@@ -104,7 +104,8 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Activation act, GemmBias<T> bias) {
   if constexpr (std::is_same_v<T, float>) {
-    if (!f32_gemm_is_ember()) return gemm_eigen(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, act, bias);
+    if (!f32_gemm_is_ember())
+      return gemm_eigen(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, act, bias);
     if (M == 0 || N == 0) return;
     if (K == 0) return scale_only(M, N, beta, C, ldc, act, bias);
     gemm_detail::gemm_packed(gemm_detail::default_micro_kernel(), gemm_detail::cache_blocking(), trans_a, trans_b,

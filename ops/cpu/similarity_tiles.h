@@ -69,8 +69,8 @@ void for_each_row_block(int64_t M, PairTiles tiles, DType dtype, Fn&& fn) {
 // similarities (TileColumns) and as B for the sums (TileSummands); a similarity tile whose first
 // column is not a multiple of packed_b_column_alignment() (tests' odd tile sizes) takes the
 // plain GEMM. Both run the same micro-kernel on the same panels in the same order, so the
-// results are the same bits either way. f64 (Eigen's GEMM) packs nothing here.
-// (Nothing is packed where gemm<float> is Eigen's, EMBER_GEMM=eigen.)
+// results are the same bits either way. Nothing is packed in f64 (Eigen's GEMM), nor in f32
+// where gemm<float> is Eigen's too (EMBER_GEMM=eigen).
 template <class T, bool kTransposed>
 struct PackedRows {
   const T* rows;  // B (N, D)
@@ -126,7 +126,8 @@ void gemm_summands(bool trans_a, int64_t M, int64_t k, T alpha, const T* A, int6
                    int64_t k0, T beta, T* out) {
   const int64_t D = B.D;
   if constexpr (std::is_same_v<T, float>)
-    if (B.packed.panels.defined() && k > 0) return gemm_packed_b(trans_a, M, D, k, alpha, A, lda, B.packed, k0, 0, beta, out, D);
+    if (B.packed.panels.defined() && k > 0)
+      return gemm_packed_b(trans_a, M, D, k, alpha, A, lda, B.packed, k0, 0, beta, out, D);
   gemm<T>(trans_a, false, M, D, k, alpha, A, lda, B.rows + k0 * D, D, beta, out, D);
 }
 
