@@ -17,6 +17,7 @@
 // Given triplets: exact distances per triplet; the backward gathers each row's triplets through
 // a CSR index (rows -> the triplets that name them), so every row is written by one task.
 #include <algorithm>
+#include <optional>
 
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/cpu/vec_math.h"
@@ -132,9 +133,10 @@ struct AnchorTriplets {
 struct AnchorScratch {
   Tensor storage;
   AnchorTriplets lists;
-  Tensor weights;  // (B) of the embeddings' dtype: the backward's expand_weights
-  explicit AnchorScratch(int64_t B, DType dtype = DType::f64)
-      : storage(Tensor::empty({8 * B + 1}, kF64)), weights(Tensor::empty({B}, {.dtype = dtype})) {
+  Tensor weights;  // (B) of the embeddings' dtype, for the backward's expand_weights only
+  explicit AnchorScratch(int64_t B, std::optional<DType> weights_dtype = std::nullopt)
+      : storage(Tensor::empty({8 * B + 1}, kF64)),
+        weights(weights_dtype ? Tensor::empty({B}, {.dtype = *weights_dtype}) : Tensor()) {
     double* p = storage.data<double>();
     lists = {p, p + B, p + 2 * B, p + 3 * B, p + 4 * B, p + 5 * B, p + 6 * B, p + 7 * B};
   }
