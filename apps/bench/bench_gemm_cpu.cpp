@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/bench/onednn_peer.h"
 #include "ember.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/gemm_bf16.h"
@@ -72,7 +73,7 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
     std::vector<uint16_t> a16(size_t(s.M * s.K)), b16(size_t(s.K * s.N));
     std::transform(pa, pa + a16.size(), a16.begin(), float_to_bfloat16_bits);
     std::transform(pb, pb + b16.size(), b16.begin(), float_to_bfloat16_bits);
-    const std::vector<double> ms = alternating_median_ms({
+    std::vector<std::function<void()>> fns = {
         [&] { cpu::gemm<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },
         [&] { cpu::gemm_eigen<float>(false, false, s.M, s.N, s.K, 1.0f, pa, s.K, pb, s.N, 0.0f, pc, s.N); },
         [&] {
@@ -83,19 +84,22 @@ void bench_gemm_cpu(std::ostream& out, const Table& table, int threads, double f
           cpu::gemm_bf16(s.M, s.N, s.K, 1.0f, cpu::gemm_operand(a16.data(), s.K), cpu::gemm_operand(pb, s.N), 0.0f,
                          pc, s.N);
         },
-    });
+    };
+    if (onednn::available())
+      fns.push_back([&] { onednn::sgemm(s.M, s.N, s.K, pa, pb, pc, threads); });
+    const std::vector<double> ms = alternating_median_ms(fns);
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    const char* names[] = {"gemm ember", "gemm eigen", "gemm bf16", "gemm bf16xf32"};
+    const char* names[] = {"gemm ember", "gemm eigen", "gemm bf16", "gemm bf16xf32", "gemm onednn"};
     for (size_t r = 0; r < ms.size(); ++r) {
       const double gflops = flops / (ms[r] * 1e6);
-      const bool bf16 = r >= 2;
+      const bool bf16 = r == 2 || r == 3;
       // The bf16 rows' peak is that of the form running (Note [bf16 peak] in machine_peak.cpp);
       // none for a form this CPU only emulates.
       const double peak = bf16 ? bf16_peak : fma_peak;
       std::vector<std::string> cells{names[r], s.label(), std::to_string(threads), fixed(ms[r], 3),
                                      fixed(gflops, 1) + " GFLOP/s", peak > 0 ? fixed(peak, 1) + " GFLOP/s" : "n/a",
                                      peak > 0 ? fixed(100 * gflops / peak, 1) + "%" : "n/a"};
-      if (bf16) cells.push_back(fixed(ms[0] / ms[r], 2) + "x");  // the rate against gemm ember's
+      if (r >= 2) cells.push_back(fixed(ms[0] / ms[r], 2) + "x");  // the rate against gemm ember's
       out << table.row(cells) << "\n";
     }
   }

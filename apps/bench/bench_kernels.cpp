@@ -8,6 +8,7 @@
 #include "apps/bench/bench_kernels_conv.h"
 #include "apps/bench/bench_kernels_nn.h"
 #include "apps/bench/bench_kernels_seresnext.h"
+#include "apps/bench/onednn_peer.h"
 #include "apps/bench/peer_script.h"
 #include "apps/bench/timing.h"
 #include "core/parallel.h"
@@ -52,16 +53,30 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
       if (selected(set))
         for (KernelRow& r : set.ember()) measured.push_back(std::move(r));
     if (rows.empty()) rows = measured;
-    for (size_t i = 0; i < rows.size(); ++i) rows[i].ember_ms = std::min(rows[i].ember_ms, measured[i].ember_ms);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].ember_ms = std::min(rows[i].ember_ms, measured[i].ember_ms);
+      if (measured[i].onednn_ms >= 0)
+        rows[i].onednn_ms = rows[i].onednn_ms < 0 ? measured[i].onednn_ms : std::min(rows[i].onednn_ms, measured[i].onednn_ms);
+    }
     log << ", pytorch\n" << std::flush;
     for (const RowSet& set : sets)
       if (selected(set))
         for (const auto& [name, ms] : run_peer_script(set.script, args)) keep_best(torch, name, ms);
   }
 
-  Table table({"kernel", "ember ms", "pytorch ms", "speedup", "algorithm"}, {50, 10, 11, 8, 14});
-  out << "peer: " << peer_identity() << "\n" << table.header() << "\n";
-  int slower = 0, compared = 0;
+  // oneDNN's columns where it is built in and timed a row (CPU convolutions).
+  const bool with_onednn = std::any_of(rows.begin(), rows.end(), [](const KernelRow& r) { return r.onednn_ms >= 0; });
+  std::vector<std::string> columns{"kernel", "ember ms", "pytorch ms", "speedup", "algorithm"};
+  std::vector<int> widths{50, 10, 11, 8, 14};
+  if (with_onednn) {
+    columns.insert(columns.end(), {"onednn ms", "vs onednn"});
+    widths.insert(widths.end(), {10, 10});
+  }
+  Table table(columns, widths);
+  out << "peer: " << peer_identity() << "\n";
+  if (with_onednn) out << "peer: " << onednn::identity() << ", timed right after ember's row\n";
+  out << table.header() << "\n";
+  int slower = 0, compared = 0, onednn_slower = 0, onednn_compared = 0;
   for (const KernelRow& r : rows) {
     auto it = torch.find(r.name);
     std::string peer = "n/a", ratio = "n/a";
@@ -71,10 +86,23 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
       ++compared;
       if (r.ember_ms > it->second) ++slower;
     }
-    out << table.row({r.name, fixed(r.ember_ms, 4), peer, ratio, r.algorithm}) << "\n";
+    std::vector<std::string> cells{r.name, fixed(r.ember_ms, 4), peer, ratio, r.algorithm};
+    if (with_onednn) {
+      cells.push_back(r.onednn_ms >= 0 ? fixed(r.onednn_ms, 4) : "n/a");
+      cells.push_back(r.onednn_ms >= 0 ? fixed(r.onednn_ms / r.ember_ms, 2) + "x" : "n/a");
+      if (r.onednn_ms >= 0) {
+        ++onednn_compared;
+        if (r.ember_ms > r.onednn_ms) ++onednn_slower;
+      }
+    }
+    out << table.row(cells) << "\n";
   }
   out << "\n" << compared << " rows compared; ember slower than PyTorch on " << slower
       << " (speedup = pytorch ms / ember ms; the machine is shared, so re-run before trusting a close call)\n";
+  if (with_onednn)
+    out << onednn_compared << " rows compared with oneDNN; ember slower on " << onednn_slower
+        << " (vs onednn = onednn ms / ember ms; oneDNN runs in its own blocked layouts, reordered outside the timing"
+           " (Note [oneDNN peer layouts]), and its forward rows leave out the bias)\n";
 }
 
 }  // namespace ember::bench

@@ -1,6 +1,10 @@
 #include "apps/bench/bench_kernels_conv.h"
 
+#include <optional>
+
 #include "apps/bench/device_timing.h"
+#include "apps/bench/onednn_peer.h"
+#include "core/parallel.h"
 #include "ember.h"
 
 namespace ember {
@@ -19,8 +23,17 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
   autograd::NoGradGuard no_grad;
   std::vector<bench::KernelRow> rows;
   const TimingOptions timing = bench::timing_for(device);
-  auto add = [&](std::string name, const std::function<void()>& fn) {
+  // A row, and where it is a CPU convolution pass, oneDNN's time for the same pass right after.
+  struct Pass {
+    const Tensor& x;
+    const Shape& w_shape;
+    cpu::ConvPass which;
+  };
+  auto add = [&](std::string name, const std::function<void()>& fn, std::optional<Pass> pass = {}) {
     rows.push_back({std::move(name), bench::median_ms(fn, timing)});
+    if (!pass || !device.is_cpu()) return;
+    const Conv2dGeometry g = conv2d_geometry(pass->x.shape(), pass->w_shape, 1, 1, 1, 1);
+    rows.back().onednn_ms = bench::onednn::conv_pass_ms(g, pass->which, pass->x.dtype(), num_threads(), timing);
   };
   auto randn = [&](const Shape& shape) { return ember::randn(shape).to(device); };
 
@@ -28,8 +41,10 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
     const ConvShape s{2, 4, 8, 64};
     Tensor x = randn({s.n, s.cin, s.hw, s.hw}), w = randn({s.cout, s.cin, 3, 3}), b = randn({s.cout});
     Tensor dy = randn({s.n, s.cout, s.hw, s.hw});
-    add("conv2d_forward_n2_c4to8_64x64_k3p1", [&] { conv2d(x, w, b, 1, 1); });
-    add("conv2d_input_grad_n2_c4to8_64x64_k3p1", [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); });
+    add("conv2d_forward_n2_c4to8_64x64_k3p1", [&] { conv2d(x, w, b, 1, 1); },
+        Pass{x, w.shape(), cpu::ConvPass::forward});
+    add("conv2d_input_grad_n2_c4to8_64x64_k3p1", [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); },
+        Pass{x, w.shape(), cpu::ConvPass::input_grad});
     // Bias + ReLU fused into the forward's GEMM epilogue (ops/activation.h); PyTorch: relu after conv2d.
     add("conv2d_relu_forward_n2_c4to8_64x64_k3p1", [&] { conv2d(x, w, b, 1, 1, 1, 1, Activation::relu); });
   }
@@ -38,7 +53,7 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
     const Shape w_shape{s.cout, s.cin, 3, 3};
     add("conv2d_weight_grad_n" + std::to_string(s.n) + "_c" + std::to_string(s.cin) + "to" + std::to_string(s.cout) +
             "_" + std::to_string(s.hw) + "x" + std::to_string(s.hw) + "_k3p1",
-        [&] { conv2d_weight_grad(x, dy, w_shape, 1, 1); });
+        [&] { conv2d_weight_grad(x, dy, w_shape, 1, 1); }, Pass{x, w_shape, cpu::ConvPass::weight_grad});
   }
   // f32 beside bf16 (Note [Native bf16 GEMM ops] in ops/cpu/gemm_typed.h): mnist_cnn's second
   // convolution at batch 64, and a wider layer. PyTorch's rows are its f32 and bf16 kernels.
@@ -51,8 +66,10 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
       Tensor x = randn({s.n, s.cin, s.hw, s.hw}).to(dtype), w = randn({s.cout, s.cin, 3, 3}).to(dtype);
       Tensor b = randn({s.cout}).to(dtype), dy = randn({s.n, s.cout, s.hw, s.hw}).to(dtype);
       add("conv2d_relu_forward" + suffix, [&] { conv2d(x, w, b, 1, 1, 1, 1, Activation::relu); });
-      add("conv2d_input_grad" + suffix, [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); });
-      add("conv2d_weight_grad" + suffix, [&] { conv2d_weight_grad(x, dy, w.shape(), 1, 1); });
+      add("conv2d_input_grad" + suffix, [&] { conv2d_input_grad(dy, w, x.shape(), 1, 1); },
+          Pass{x, w.shape(), cpu::ConvPass::input_grad});
+      add("conv2d_weight_grad" + suffix, [&] { conv2d_weight_grad(x, dy, w.shape(), 1, 1); },
+          Pass{x, w.shape(), cpu::ConvPass::weight_grad});
     }
   }
   {

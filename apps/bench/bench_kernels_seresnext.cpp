@@ -1,6 +1,8 @@
 #include "apps/bench/bench_kernels_seresnext.h"
 
 #include "apps/bench/device_timing.h"
+#include "apps/bench/onednn_peer.h"
+#include "core/parallel.h"
 #include "ember.h"
 #include "ops/kernels.h"
 
@@ -42,6 +44,8 @@ std::vector<bench::KernelRow> bench_kernels_seresnext(Device device) {
     auto add = [&](const char* pass, cpu::ConvPass which, const std::function<void()>& fn) {
       rows.push_back({std::string("conv2d_") + pass + "_" + layer_name(l), bench::median_ms(fn, timing),
                       device.is_cpu() ? cpu::conv2d_algorithm(g, which) : "cuda"});
+      if (device.is_cpu())
+        rows.back().onednn_ms = bench::onednn::conv_pass_ms(g, which, DType::f32, num_threads(), timing);
     };
     add("forward", cpu::ConvPass::forward, [&] { conv2d(x, w, {}, l.stride, l.pad, 1, l.groups); });
     add("input_grad", cpu::ConvPass::input_grad,

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "apps/bench/bench_gemm_cpu.h"
+#include "apps/bench/onednn_peer.h"
 #include "apps/bench/machine_peak.h"
 #include "ops/cpu/gemm_packed.h"
 #include "apps/bench/timing.h"
@@ -21,7 +22,7 @@ void bench_ops(std::ostream& out) {
   out << "ember bench ops: median of 7 blocks after warm-up; f32 unless a row says bf16; peaks measured in this run\n"
       << "cpu: " << cpu_identity() << "; bf16 GEMM: " << bf16_gemm_form()
       << " (Note [Widened bf16 GEMM]; EMBER_BF16_GEMM=amx|dot|widened)\n\n";
-  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs f32"}, {13, 14, 7, 10, 16, 16, 9, 6});
+  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs ember"}, {13, 14, 7, 10, 16, 16, 9, 8});
   out << table.header() << "\n";
   for (int threads : thread_counts) {
     set_num_threads(threads);
@@ -54,9 +55,12 @@ void bench_ops(std::ostream& out) {
   out << "\ngemm ember / gemm eigen: cpu::gemm (ember's packed GEMM) and Eigen on the same f32 operands, timed\n"
          "      in alternating blocks; MxNxK is C (M, N) = A (M, K) B (K, N); matmul: the op, allocation included.\n";
   out << "gemm bf16 / gemm bf16xf32: cpu::gemm_bf16 on the same values, A and B bf16 / A bf16 and B f32\n"
-         "      (rounded while packed), f32 C, in the same alternating blocks; vs f32: gemm ember's ms / theirs;\n"
+         "      (rounded while packed), f32 C, in the same alternating blocks; vs ember: gemm ember's ms / theirs;\n"
          "      their peak is that of the form running: AMX TDPBF16PS's, measured; vdpbf16ps's, the FMA's times\n"
          "      its measured rate against vfmadd (Note [bf16 peak]); the FMA's for the widened form.\n";
+  out << "gemm onednn: " << onednn::identity()
+      << (onednn::available() ? ": dnnl_sgemm on the same f32 operands, in the same alternating blocks; vs ember as\n"
+                                      "      above (below 1: slower than ember's f32 GEMM).\n" : "\n");
   out << "peak: matmul against the FMA peak (all threads running independent FMA chains);\n"
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
          "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure.\n";
