@@ -1,6 +1,7 @@
 // conv2d beyond the op table (tests/ops/test_op_table.cpp has its PyTorch values, gradients and
-// gradchecks for every mode): the column-chunked path of a large batch, an empty batch, the
-// backward ops against autograd, and the errors a user can cause.
+// gradchecks for every mode): a large batch, an empty batch, the backward ops against autograd,
+// every col2im path of the input gradient, and the errors a user can cause.
+#include <iterator>
 #include <string>
 
 #include "ember.h"
@@ -11,17 +12,16 @@ using namespace ember;
 using ember::test::check_close;
 using ember::test::error_of;
 
-TEST_CASE("conv2d splits a large batch into column chunks without changing the result", "[conv]") {
-  // Columns of one image: 16 channels x 9 taps x 64 x 64 x 4 B = 2.25 MiB, so 30 images need
-  // 67.5 MiB and the input gradient runs in two chunks (the budget is 64 MiB); forward and
-  // weight gradient build 14-row column slices (the 512 KiB slice cap), 5 per image.
+TEST_CASE("conv2d over a large batch equals conv2d one image at a time", "[conv]") {
+  // Forward and weight gradient build 14-row column slices (the 512 KiB slice cap), 5 per image;
+  // the input gradient folds each image's columns as soon as its GEMM has written them.
   Tensor x = randn({30, 16, 64, 64}).requires_grad_();
   Tensor w = randn({4, 16, 3, 3}).requires_grad_();
   Tensor b = randn({4}).requires_grad_();
   Tensor y = conv2d(x, w, b, 1, 1);
   Tensor gy = randn(y.shape());
   sum(mul(y, gy)).backward();
-  for (int64_t n : {0, 17, 29}) {  // one image at a time: a single chunk
+  for (int64_t n : {0, 17, 29}) {
     Tensor xn = x.detach().narrow(0, n, 1).requires_grad_();
     Tensor yn = conv2d(xn, w.detach(), b.detach(), 1, 1);
     INFO("image " << n);
@@ -30,7 +30,7 @@ TEST_CASE("conv2d splits a large batch into column chunks without changing the r
     sum(mul(conv2d(xn, wn, {}, 1, 1), gy.narrow(0, n, 1))).backward();
     check_close(x.grad().narrow(0, n, 1), xn.grad(), 1e-4, 1e-4);
   }
-  // dw over the whole batch against the sum of per-chunk-sized halves.
+  // dw over the whole batch against the sum of its halves.
   Tensor w1 = w.detach().requires_grad_();
   sum(mul(conv2d(x.detach().narrow(0, 0, 15), w1, {}, 1, 1), gy.narrow(0, 0, 15))).backward();
   Tensor dw_first = w1.grad();
@@ -61,6 +61,40 @@ TEST_CASE("conv2d backward ops agree with autograd", "[conv]") {
   check_close(conv2d_input_grad(gy, w.detach(), x.shape(), {2, 1}, {1, 0}, {1, 2}, 2), x.grad(), 0, 1e-12);
   check_close(conv2d_weight_grad(x.detach(), gy, w.shape(), {2, 1}, {1, 0}, {1, 2}, 2), w.grad(), 0, 1e-12);
   check_close(conv2d_bias_grad(gy), sum(gy, {0, 2, 3}), 1e-12, 1e-12);
+}
+
+TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path", "[conv]") {
+  // f32 and bf16 fold their columns 16 pixels at a time in registers where the row stride is 1
+  // (Note [col2im in registers]); f64 and stride 2 rows take the portable loop. Widths under,
+  // at and over one 16-pixel block, taps that miss the image (padding 2 with a 3-wide kernel),
+  // dilation, a vertical stride, groups.
+  struct Case {
+    Shape x, w;
+    IntPair stride, pad, dilation;
+    int64_t groups;
+  };
+  const Case cases[] = {
+      {{2, 8, 14, 14}, {8, 2, 3, 3}, 1, 1, 1, 4},  {{1, 3, 7, 7}, {4, 3, 3, 3}, 1, 1, 1, 1},
+      {{1, 4, 9, 16}, {4, 4, 3, 3}, 1, 1, 1, 1},   {{1, 4, 6, 33}, {6, 2, 3, 5}, 1, {1, 2}, 1, 2},
+      {{1, 2, 8, 17}, {2, 2, 3, 3}, 1, 2, 1, 1},   {{1, 2, 11, 20}, {3, 2, 3, 3}, 1, 2, 2, 1},
+      {{2, 4, 12, 18}, {4, 1, 3, 3}, {2, 1}, 1, 1, 4}, {{1, 2, 9, 19}, {2, 2, 3, 3}, 2, 1, 1, 1},
+  };
+  Generator gen(5);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i);
+    const Tensor w = randn(c.w, {.dtype = DType::f64}, &gen);
+    const Shape y_shape = conv2d(zeros(c.x, {.dtype = DType::f64}), w, {}, c.stride, c.pad, c.dilation, c.groups).shape();
+    const Tensor dy = randn(y_shape, {.dtype = DType::f64}, &gen);
+    const Tensor want = conv2d_input_grad(dy, w, c.x, c.stride, c.pad, c.dilation, c.groups);
+    const Tensor f32 = conv2d_input_grad(dy.to(DType::f32), w.to(DType::f32), c.x, c.stride, c.pad, c.dilation, c.groups);
+    check_close(f32.to(DType::f64), want, 1e-5, 1e-5);
+    const Tensor bf16 =
+        conv2d_input_grad(dy.to(DType::bf16), w.to(DType::bf16), c.x, c.stride, c.pad, c.dilation, c.groups);
+    const Tensor want_bf16 = conv2d_input_grad(dy.to(DType::bf16).to(DType::f64), w.to(DType::bf16).to(DType::f64), c.x,
+                                               c.stride, c.pad, c.dilation, c.groups);
+    check_close(bf16.to(DType::f64), want_bf16, 1e-2, 1e-2);
+  }
 }
 
 TEST_CASE("conv2d errors name the op, the expectation and the shapes", "[conv][errors]") {
