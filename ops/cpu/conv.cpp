@@ -97,6 +97,12 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1,
   parallel_for(c0, c1, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, taps * width)),
                [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
+      if constexpr (std::is_same_v<T, float> && kConvPlanesAvx512) {
+        if (sw == 1) {  // Note [im2col rows in registers]
+          im2col_plane_avx512(g, x + c * H * W, col + (c - c0) * taps * width, oh0, oh1);
+          continue;
+        }
+      }
       for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
         for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
           T* row = col + (((c - c0) * g.kernel_h + kh) * g.kernel_w + kw) * width;
