@@ -5,8 +5,9 @@
 // w * dy[n, co] scattered into it (the col2im of Note [col2im without atomics], without columns),
 // co running over ci's group: no atomics, and a result independent of the thread count. The
 // two planes a task touches (2 x 12 KiB at 56 x 56 f32) stay in L1 across the taps.
-// (Direct forward and weight gradients were measured slower than im2col + GEMM, 1.8x and 2x at
-// 32 x 4, 56 x 56, and were removed: Note [Conv algorithms] in conv.cpp.)
+// (A scalar direct forward and weight gradient were measured slower than im2col + GEMM, 1.8x
+// and 2x at 32 x 4, 56 x 56, and were removed; the forward came back in AVX-512 registers,
+// conv_direct_forward.cpp: Note [Conv algorithms] in conv.cpp.)
 #include "ops/cpu/conv_direct.h"
 
 #include "core/parallel.h"

@@ -1,12 +1,15 @@
-// The direct input gradient on the CPU for grouped layers with few channels per group
-// (SE-ResNeXt's 32 x 4, depthwise): no column matrix, loops vectorised along output rows. Used by
-// ops/cpu/conv.cpp, which chooses it by shape (Note [Conv algorithms] there).
+// Direct convolution on the CPU for grouped layers with few channels per group (SE-ResNeXt's
+// 32 x 4 .. 32 x 32, depthwise): no column matrix. The forward in AVX-512 registers
+// (conv_direct_forward.cpp), the input gradient in loops vectorised along output rows
+// (conv_direct.cpp). Used by ops/cpu/conv.cpp, which chooses them by shape (Note [Conv
+// algorithms] there).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/activation_rules.h"
 #include "ops/conv_geometry.h"
 
 namespace ember::cpu {
@@ -23,6 +26,13 @@ inline Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t
 
 // Whether the direct kernels below are the better algorithm for g (Note [Conv algorithms]).
 bool conv2d_direct_suits(const Conv2dGeometry& g);
+
+// Whether the direct forward (conv_direct_forward.cpp) runs g: f32 on AVX-512, groups of at
+// most 32 output channels in blocks of 4, 8 or 16, row stride 1, no activation or ReLU.
+bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act);
+// The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it.
+void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                           const Tensor& y);
 
 // The contract of conv2d_input_grad (ops/kernels.h).
 template <class T>
