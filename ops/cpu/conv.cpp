@@ -333,11 +333,15 @@ bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
 bool use_direct_forward(const Conv2dGeometry& g, DType dtype, Activation act) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_forward_suits(g, dtype, act);
 }
+bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
+  return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
+}
 }  // namespace
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none)) return "direct";
+  if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32)) return "direct";
   if (use_direct(g, pass)) return "direct";
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
 }
@@ -348,6 +352,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  if (use_direct_input_grad_f32(g, dy.dtype())) return conv2d_direct_input_grad_f32(g, dy, w, dx);
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
       if (use_direct(g, ConvPass::input_grad)) return conv2d_direct_input_grad<T>(g, dy, w, dx);

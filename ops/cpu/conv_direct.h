@@ -34,6 +34,12 @@ bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activatio
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                            const Tensor& y);
 
+// Whether conv2d_direct_input_grad_f32 runs g: stride 1, and the direct forward suits the
+// transposed problem (Note [Direct input gradient as a forward]).
+bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype);
+// The contract of conv2d_input_grad (ops/kernels.h) in f32, for a geometry that suits it.
+void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
+
 // The contract of conv2d_input_grad (ops/kernels.h).
 template <class T>
 void conv2d_direct_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);

@@ -103,7 +103,45 @@ void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
     }
   });
 }
+
+// Note [Direct input gradient as a forward]: with stride 1, dx[n, c] = sum over (m, kh, kw) of
+// w[m, c, kh, kw] dy[n, m, ih + pad_h - kh dil_h, iw + pad_w - kw dil_w]: the forward
+// convolution of dy with each group's weights transposed (input and output channels swapped)
+// and flipped (kh -> kH - 1 - kh), padded by dil (k - 1) - pad, whose output is H x W again. So
+// the direct forward computes it, on the group's M output channels as its input channels.
+Conv2dGeometry transposed_geometry(const Conv2dGeometry& g) {
+  Conv2dGeometry t = g;
+  t.in_channels = g.out_channels, t.in_h = g.out_h, t.in_w = g.out_w;
+  t.out_channels = g.in_channels, t.out_h = g.in_h, t.out_w = g.in_w;
+  t.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
+  t.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
+  return t;
+}
+
+bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+         g.pad_w <= g.dilation_w * (g.kernel_w - 1) &&
+         conv2d_direct_forward_suits(transposed_geometry(g), dtype, Activation::none);
+}
+
+void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const int64_t cg = g.in_channels_per_group(), M = g.out_channels_per_group(), kH = g.kernel_h, kW = g.kernel_w;
+  // wt (Cin, M, kH, kW): wt[grp cg + c, m, kh, kw] = w[grp M + m, c, kH - 1 - kh, kW - 1 - kw].
+  const Tensor wt = Tensor::empty({g.in_channels, M, kH, kW}, {.dtype = DType::f32});
+  const float* wp = w.data<float>();
+  float* tp = wt.data<float>();
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t kh = 0; kh < kH; ++kh)
+          for (int64_t kw = 0; kw < kW; ++kw)
+            tp[(((grp * cg + c) * M + m) * kH + kh) * kW + kw] =
+                wp[(((grp * M + m) * cg + c) * kH + (kH - 1 - kh)) * kW + (kW - 1 - kw)];
+  conv2d_direct_forward(transposed_geometry(g), dy, wt, Tensor(), Activation::none, dx);
+}
 #else
+bool conv2d_direct_input_grad_suits(const Conv2dGeometry&, DType) { return false; }
+void conv2d_direct_input_grad_f32(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_forward_suits(const Conv2dGeometry&, DType, Activation) { return false; }
 void conv2d_direct_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation,
                            const Tensor&) {}
