@@ -27,22 +27,28 @@
 // A 1x1, stride-1, unpadded convolution needs no columns at all: the input image already is
 // its column matrix.
 //
-// Note [Conv algorithms]: three algorithms, chosen by shape and pass:
+// Note [Conv algorithms]: the algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
 //   "direct"       the f32 forward of a grouped layer with 4, 8, 16 or 32 output channels per
 //                  group and row stride 1, on AVX-512 (Note [Direct grouped forward]). At
 //                  SE-ResNeXt's four grouped layers, one thread, min of 4 alternated rounds
 //                  under a CI build's load: 56 x 56 3.2x, 28 x 28 2.6x, 14 x 14 1.14x, 7 x 7
-//                  1.1x faster than im2col + GEMM;
-//   "direct"       the input gradient of a grouped layer with at most 4 input and 4 output
-//                  channels per group and output rows of at least 16 (ops/cpu/conv_direct.cpp):
+//                  1.1x faster than im2col + GEMM. Its input gradient, where the stride is 1,
+//                  is the same kernel on the transposed problem (Note [Direct input gradient
+//                  as a forward]): 2.9x, 2.7x, 1.6x, 1.03x over the previous algorithms there;
+//                  the weight gradient (Note [Direct grouped weight gradient]) for rows of at
+//                  least 16 and 3-wide kernels: 4.4x at 56 x 56, 1.6x at 28 x 28 (1.05x at
+//                  14 x 14 and 0.4x at 7 x 7, which keep im2col + GEMM);
+//   "direct"       (scalar, ops/cpu/conv_direct.cpp) the input gradient of the other grouped
+//                  layers with at most 4 input and 4 output channels per group (a stride of 2,
+//                  2 channels per group, f64) and output rows of at least 16:
 //                  its GEMM there has an inner dimension <= 4, and building, then col2im-ing, the
 //                  columns costs more than the products. Measured (bench kernels, runs
 //                  alternating with EMBER_CONV_ALGORITHM=gemm on 2 shared cores at load 20-60, so
 //                  noisy): at 32 x 4, 56 x 56 from on par to 1.7x faster over four pairs of runs.
-//                  Direct forward and weight gradients were slower there (about 1.8x and 2x), as
-//                  was every direct pass at 32 x 8, 28 x 28, so those stay
+//                  Scalar direct forward and weight gradients were slower there (about 1.8x and
+//                  2x), as was every scalar direct pass at 32 x 8, 28 x 28, so those stay
 //                  GEMMs, as do rows shorter than 16 (most of a vector idle);
 //   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
 //                  gradient as GEMM then col2im, named "gemm+col2im").
@@ -333,6 +339,9 @@ bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
 bool use_direct_forward(const Conv2dGeometry& g, DType dtype, Activation act) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_forward_suits(g, dtype, act);
 }
+bool use_direct_weight_grad(const Conv2dGeometry& g, DType dtype) {
+  return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_weight_grad_suits(g, dtype);
+}
 bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
 }
@@ -342,6 +351,7 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none)) return "direct";
   if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32)) return "direct";
+  if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, DType::f32)) return "direct";
   if (use_direct(g, pass)) return "direct";
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
 }
@@ -361,6 +371,7 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
   });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }
 

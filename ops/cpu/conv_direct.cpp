@@ -7,7 +7,7 @@
 // two planes a task touches (2 x 12 KiB at 56 x 56 f32) stay in L1 across the taps.
 // (A scalar direct forward and weight gradient were measured slower than im2col + GEMM, 1.8x
 // and 2x at 32 x 4, 56 x 56, and were removed; the forward came back in AVX-512 registers,
-// conv_direct_forward.cpp: Note [Conv algorithms] in conv.cpp.)
+// conv_direct_avx512.cpp: Note [Conv algorithms] in conv.cpp.)
 #include "ops/cpu/conv_direct.h"
 
 #include "core/parallel.h"

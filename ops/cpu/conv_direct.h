@@ -1,6 +1,6 @@
 // Direct convolution on the CPU for grouped layers with few channels per group (SE-ResNeXt's
 // 32 x 4 .. 32 x 32, depthwise): no column matrix. The forward in AVX-512 registers
-// (conv_direct_forward.cpp), the input gradient in loops vectorised along output rows
+// (conv_direct_avx512.cpp), the input gradient in loops vectorised along output rows
 // (conv_direct.cpp). Used by ops/cpu/conv.cpp, which chooses them by shape (Note [Conv
 // algorithms] there).
 #pragma once
@@ -27,7 +27,7 @@ inline Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t
 // Whether the direct kernels below are the better algorithm for g (Note [Conv algorithms]).
 bool conv2d_direct_suits(const Conv2dGeometry& g);
 
-// Whether the direct forward (conv_direct_forward.cpp) runs g: f32 on AVX-512, groups of at
+// Whether the direct forward (conv_direct_avx512.cpp) runs g: f32 on AVX-512, groups of at
 // most 32 output channels in blocks of 4, 8 or 16, row stride 1, no activation or ReLU.
 bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act);
 // The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it.
@@ -39,6 +39,12 @@ void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_input_grad (ops/kernels.h) in f32, for a geometry that suits it.
 void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
+
+// Whether conv2d_direct_weight_grad runs g: f32 on AVX-512, groups of 4 to 32 output channels
+// (blocks of 4 or 8), row stride 1, kernel width 3 (Note [Direct grouped weight gradient]).
+bool conv2d_direct_weight_grad_suits(const Conv2dGeometry& g, DType dtype);
+// The contract of conv2d_weight_grad (ops/kernels.h), for a geometry that suits it.
+void conv2d_direct_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
 
 // The contract of conv2d_input_grad (ops/kernels.h).
 template <class T>

@@ -104,10 +104,11 @@ TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path"
   }
 }
 
-TEST_CASE("conv2d's direct grouped forward equals one ungrouped convolution per group", "[conv][direct]") {
-  // Note [Direct grouped forward]: blocks of 4, 8 and 16 output channels (32 is two blocks of
-  // 16), rows under, at and over one 16-pixel block, taps outside the image, dilation, a
-  // vertical stride, with and without bias and ReLU. An ungrouped convolution takes im2col + GEMM.
+TEST_CASE("conv2d's direct grouped passes equal one ungrouped convolution per group", "[conv][direct]") {
+  // Note [Direct grouped forward], [Direct input gradient as a forward], [Direct grouped weight
+  // gradient]: blocks of 4, 8 and 16 channels (32 is two blocks), rows under, at and over one
+  // 16-pixel block, taps outside the image, dilation, a vertical stride, with and without bias
+  // and ReLU. An ungrouped convolution takes im2col + GEMM.
   struct Case {
     int64_t per_group_in, per_group_out, h, w;
     IntPair stride, pad, dilation;
@@ -118,30 +119,40 @@ TEST_CASE("conv2d's direct grouped forward equals one ungrouped convolution per 
       {4, 4, 9, 14, 1, 1, 1, true, Activation::relu},     {8, 8, 7, 7, 1, 1, 1, false, Activation::none},
       {3, 16, 6, 17, 1, 2, 1, true, Activation::none},    {16, 32, 5, 33, 1, 1, 1, true, Activation::relu},
       {2, 4, 11, 16, {2, 1}, 1, 1, false, Activation::relu}, {4, 8, 10, 20, 1, 2, 2, true, Activation::none},
-      {1, 4, 8, 9, 1, 0, 1, true, Activation::relu},
+      {1, 4, 8, 9, 1, 0, 1, true, Activation::relu},      {8, 24, 12, 12, 1, 1, 1, false, Activation::none},
   };
   Generator gen(8);
   for (size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];
     INFO("case " << i);
     const int64_t G = 3;
-    const Tensor x = randn({2, G * c.per_group_in, c.h, c.w}, {}, &gen);
-    const Tensor w = randn({G * c.per_group_out, c.per_group_in, 3, 3}, {}, &gen);
-    const Tensor b = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
-    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), c.stride, c.pad, c.dilation, G);
+    const Tensor x0 = randn({2, G * c.per_group_in, c.h, c.w}, {}, &gen);
+    const Tensor w0 = randn({G * c.per_group_out, c.per_group_in, 3, 3}, {}, &gen);
+    const Tensor b0 = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
+    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), c.stride, c.pad, c.dilation, G);
     if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
       WARN("this build's CPU path has no direct forward (it needs AVX-512); only the values are checked");
     } else {
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "direct");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) ==
+            (cpu::conv2d_direct_weight_grad_suits(g, DType::f32) ? "direct" : "im2col+gemm"));
     }
-    const Tensor y = conv2d(x, w, b, c.stride, c.pad, c.dilation, G, c.act);
+    Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
+    Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_();
+    const Tensor y = conv2d(x, w, b0, c.stride, c.pad, c.dilation, G, c.act);
     std::vector<Tensor> parts;
-    const auto xg = split(x, c.per_group_in, 1), wg = split(w, c.per_group_out, 0);
+    const auto xg = split(xs, c.per_group_in, 1), wg = split(ws, c.per_group_out, 0);
     for (int64_t k = 0; k < G; ++k) {
-      const Tensor bk = c.bias ? b.narrow(0, k * c.per_group_out, c.per_group_out) : Tensor();
+      const Tensor bk = c.bias ? b0.narrow(0, k * c.per_group_out, c.per_group_out) : Tensor();
       parts.push_back(conv2d(xg[size_t(k)], wg[size_t(k)], bk, c.stride, c.pad, c.dilation, 1, c.act));
     }
-    check_close(y, cat(parts, 1), 1e-5, 1e-5);
+    const Tensor reference = cat(parts, 1);
+    check_close(y, reference, 1e-5, 1e-5);
+    const Tensor gy = randn(y.shape(), {}, &gen);
+    sum(mul(y, gy)).backward();
+    sum(mul(reference, gy)).backward();
+    check_close(x.grad(), xs.grad(), 1e-4, 1e-4);
+    check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
   }
 }
 
