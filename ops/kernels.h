@@ -147,7 +147,8 @@ void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double
 
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
 // The CPU kernels take f32, f64 and bf16 (f32 accumulation, Note [bf16 convolution]); the
-// "direct" algorithm below is f32/f64 only, a bf16 input gradient is always "gemm+col2im".
+// "padded grid" algorithm below is f32 only, "direct" f32/f64, and a bf16 input gradient is
+// always "gemm+col2im".
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
 // = act(conv + b), activated block by block as the GEMM finishes it.
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,

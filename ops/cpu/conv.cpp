@@ -1,6 +1,6 @@
-// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm_typed.h), or a direct input gradient for
-// grouped layers with few channels per group (Note [Conv algorithms]); f32, f64 and bf16 (Note
-// [bf16 convolution]).
+// Convolution on the CPU: im2col + GEMM (ops/cpu/gemm_typed.h), or direct kernels for grouped
+// layers with few channels per group (Note [Conv algorithms]); f32, f64 and bf16 (Note [bf16
+// convolution]).
 //
 // One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
 // pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
@@ -30,16 +30,28 @@
 // Note [Conv algorithms]: the algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "direct"       the f32 forward of a grouped layer with 4, 8, 16 or 32 output channels per
-//                  group and row stride 1, on AVX-512 (Note [Direct grouped forward]). At
-//                  SE-ResNeXt's four grouped layers, one thread, min of 4 alternated rounds
-//                  under a CI build's load: 56 x 56 3.2x, 28 x 28 2.6x, 14 x 14 1.14x, 7 x 7
-//                  1.1x faster than im2col + GEMM. Its input gradient, where the stride is 1,
-//                  is the same kernel on the transposed problem (Note [Direct input gradient
-//                  as a forward]): 2.9x, 2.7x, 1.6x, 1.03x over the previous algorithms there;
-//                  the weight gradient (Note [Direct grouped weight gradient]) for rows of at
-//                  least 16 and 3-wide kernels: 4.4x at 56 x 56, 1.6x at 28 x 28 (1.05x at
-//                  14 x 14 and 0.4x at 7 x 7, which keep im2col + GEMM);
+//   "padded grid"  the f32 passes of a stride-1 grouped layer on AVX-512 (Note [Direct forward
+//                  on a padded grid], Note [Weight gradient on a padded grid]): the forward with
+//                  8, 16, 24 or 32 output channels per group, the input gradient (the forward of
+//                  the transposed problem, Note [Direct input gradient as a forward]) with 8 to
+//                  32 input channels per group (a multiple of 8), the weight gradient with 4 to
+//                  32 output channels per group (a multiple of 4). Against the row kernels below
+//                  and im2col + GEMM at SE-ResNeXt's grouped layers (bench kernels, batch 8, 2
+//                  threads, best of 3, two alternated runs of each build on shared cores):
+//                  forward 1.4x at 28 x 28, 1.6x at 14 x 14, 2.3x at 7 x 7; input gradient 1.5x,
+//                  1.7x, 2.3x; weight gradient 1.1x at 56 x 56 (4 channels per group), even at
+//                  28 x 28, 1.5x at 14 x 14 and 1.2x at 7 x 7 (there over im2col + GEMM);
+//   "direct"       the f32 forward of the other grouped layers with 4, 8, 16 or 32 output
+//                  channels per group and row stride 1, on AVX-512 (Note [Direct grouped
+//                  forward]): SE-ResNeXt's first stage (4 channels per group) and vertical
+//                  strides. At SE-ResNeXt's four grouped layers, one thread, min of 4 alternated
+//                  rounds under a CI build's load: 56 x 56 3.2x, 28 x 28 2.6x, 14 x 14 1.14x,
+//                  7 x 7 1.1x faster than im2col + GEMM. Its input gradient, where the stride is
+//                  1, is the same kernel on the transposed problem: 2.9x, 2.7x, 1.6x, 1.03x over
+//                  the previous algorithms there; the weight gradient (Note [Direct grouped
+//                  weight gradient]) of a vertical stride, rows of at least 16 and 3-wide
+//                  kernels: 4.4x at 56 x 56, 1.6x at 28 x 28 (1.05x at 14 x 14 and 0.4x at
+//                  7 x 7, which keep im2col + GEMM);
 //   "direct"       (scalar, ops/cpu/conv_direct.cpp) the input gradient of the other grouped
 //                  layers with at most 4 input and 4 output channels per group (a stride of 2,
 //                  2 channels per group, f64) and output rows of at least 16:
@@ -52,7 +64,8 @@
 //                  GEMMs, as do rows shorter than 16 (most of a vector idle);
 //   "im2col+gemm"  everything else (forward and weight gradient on column slices; the input
 //                  gradient as GEMM then col2im, named "gemm+col2im").
-// EMBER_CONV_ALGORITHM=gemm turns "direct" off, to measure the two against each other.
+// EMBER_CONV_ALGORITHM=gemm turns "padded grid" and "direct" off, to measure them against
+// im2col + GEMM.
 //
 // Note [col2im without atomics]: each input plane (n, c) is produced by one task, which adds
 // the column rows (c, kh, kw) into it in (kh, kw) order, every output row y adding into input
@@ -342,6 +355,9 @@ bool use_direct_forward(const Conv2dGeometry& g, DType dtype, Activation act) {
 bool use_direct_weight_grad(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_weight_grad_suits(g, dtype);
 }
+bool use_grid_weight_grad(const Conv2dGeometry& g, DType dtype) {
+  return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_weight_grad_suits(g, dtype);
+}
 bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
 }
@@ -349,8 +365,11 @@ bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
   if (g.is_pointwise()) return "1x1 gemm";
-  if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none)) return "direct";
-  if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32)) return "direct";
+  if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none))
+    return conv2d_grid_forward_suits(g) ? "padded grid" : "direct";
+  if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32))
+    return conv2d_direct_input_grad_on_grid(g) ? "padded grid" : "direct";
+  if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, DType::f32)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, DType::f32)) return "direct";
   if (use_direct(g, pass)) return "direct";
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
@@ -371,6 +390,7 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
   });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  if (use_grid_weight_grad(g, x.dtype())) return conv2d_grid_weight_grad(g, x, dy, dw);
   if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }

@@ -1,8 +1,8 @@
 // Direct convolution on the CPU for grouped layers with few channels per group (SE-ResNeXt's
-// 32 x 4 .. 32 x 32, depthwise): no column matrix. The forward in AVX-512 registers
-// (conv_direct_avx512.cpp), the input gradient in loops vectorised along output rows
-// (conv_direct.cpp). Used by ops/cpu/conv.cpp, which chooses them by shape (Note [Conv
-// algorithms] there).
+// 32 x 4 .. 32 x 32, depthwise): no column matrix. In AVX-512 registers, on a zero-padded grid
+// of the input planes (conv_grid_avx512.cpp) or row by row (conv_direct_avx512.cpp); the
+// scalar input gradient in loops vectorised along output rows (conv_direct.cpp). Used by
+// ops/cpu/conv.cpp, which chooses them by shape (Note [Conv algorithms] there).
 #pragma once
 
 #include <algorithm>
@@ -34,9 +34,25 @@ bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activatio
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                            const Tensor& y);
 
+// Whether conv2d_direct_forward, for a geometry that suits it, computes g on a padded grid
+// (conv_grid_avx512.cpp, Note [Direct forward on a padded grid]) rather than row by row:
+// stride 1, output channels per group a multiple of 8.
+bool conv2d_grid_forward_suits(const Conv2dGeometry& g);
+// The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it.
+void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                         const Tensor& y);
+
+// Whether conv2d_grid_weight_grad runs g (Note [Weight gradient on a padded grid]): f32 on
+// AVX-512, groups of 4 to 32 output channels (a multiple of 4), stride 1.
+bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype);
+// The contract of conv2d_weight_grad (ops/kernels.h), for a geometry that suits it.
+void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
+
 // Whether conv2d_direct_input_grad_f32 runs g: stride 1, and the direct forward suits the
 // transposed problem (Note [Direct input gradient as a forward]).
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype);
+// Whether that transposed forward runs on the padded grid (conv2d_grid_forward_suits).
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g);
 // The contract of conv2d_input_grad (ops/kernels.h) in f32, for a geometry that suits it.
 void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 

@@ -86,6 +86,7 @@ bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activatio
 
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                            const Tensor& y) {
+  if (conv2d_grid_forward_suits(g)) return conv2d_grid_forward(g, x, w, b, act, y);  // Note [Direct forward on a padded grid]
   const int64_t M = g.out_channels_per_group(), Ho = g.out_h;
   const int block = block_for(M);
   const float* xp = x.data<float>();
@@ -124,6 +125,10 @@ bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
   return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
          g.pad_w <= g.dilation_w * (g.kernel_w - 1) &&
          conv2d_direct_forward_suits(transposed_geometry(g), dtype, Activation::none);
+}
+
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g) {
+  return conv2d_grid_forward_suits(transposed_geometry(g));
 }
 
 void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
@@ -235,6 +240,7 @@ void conv2d_direct_weight_grad(const Conv2dGeometry& g, const Tensor& x, const T
 bool conv2d_direct_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
 void conv2d_direct_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry&, DType) { return false; }
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry&) { return false; }
 void conv2d_direct_input_grad_f32(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_forward_suits(const Conv2dGeometry&, DType, Activation) { return false; }
 void conv2d_direct_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation,

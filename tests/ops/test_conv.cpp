@@ -3,6 +3,7 @@
 // every col2im path of the input gradient, and the errors a user can cause.
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "ember.h"
 #include "ops/cpu/conv_direct.h"
@@ -104,6 +105,36 @@ TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path"
   }
 }
 
+namespace {
+
+// conv2d with `groups` against one ungrouped conv2d per group (im2col + GEMM): the values, and
+// the gradients of x, w and b (when defined) under a random upstream gradient.
+void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const Tensor& b0, IntPair stride,
+                                      IntPair pad, IntPair dilation, int64_t groups, Activation act, Generator& gen) {
+  const int64_t per_group_in = x0.shape()[1] / groups, per_group_out = w0.shape()[0] / groups;
+  const bool bias = b0.defined();
+  Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
+  Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_();
+  Tensor b = bias ? b0.detach().requires_grad_() : Tensor(), bs = bias ? b0.detach().requires_grad_() : Tensor();
+  const Tensor y = conv2d(x, w, b, stride, pad, dilation, groups, act);
+  std::vector<Tensor> parts;
+  const auto xg = split(xs, per_group_in, 1), wg = split(ws, per_group_out, 0);
+  for (int64_t k = 0; k < groups; ++k) {
+    const Tensor bk = bias ? bs.narrow(0, k * per_group_out, per_group_out) : Tensor();
+    parts.push_back(conv2d(xg[size_t(k)], wg[size_t(k)], bk, stride, pad, dilation, 1, act));
+  }
+  const Tensor reference = cat(parts, 1);
+  check_close(y, reference, 1e-5, 1e-5);
+  const Tensor gy = randn(y.shape(), {}, &gen);
+  sum(mul(y, gy)).backward();
+  sum(mul(reference, gy)).backward();
+  check_close(x.grad(), xs.grad(), 1e-4, 1e-4);
+  check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
+  if (bias) check_close(b.grad(), bs.grad(), 1e-4, 1e-4);
+}
+
+}  // namespace
+
 TEST_CASE("conv2d's direct grouped passes equal one ungrouped convolution per group", "[conv][direct]") {
   // Note [Direct grouped forward], [Direct input gradient as a forward], [Direct grouped weight
   // gradient]: blocks of 4, 8 and 16 channels (32 is two blocks), rows under, at and over one
@@ -133,26 +164,14 @@ TEST_CASE("conv2d's direct grouped passes equal one ungrouped convolution per gr
     if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
       WARN("this build's CPU path has no direct forward (it needs AVX-512); only the values are checked");
     } else {
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "direct");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) ==
+            (cpu::conv2d_grid_forward_suits(g) ? "padded grid" : "direct"));
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) ==
-            (cpu::conv2d_direct_weight_grad_suits(g, DType::f32) ? "direct" : "im2col+gemm"));
+            (cpu::conv2d_grid_weight_grad_suits(g, DType::f32)     ? "padded grid"
+             : cpu::conv2d_direct_weight_grad_suits(g, DType::f32) ? "direct"
+                                                                   : "im2col+gemm"));
     }
-    Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
-    Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_();
-    const Tensor y = conv2d(x, w, b0, c.stride, c.pad, c.dilation, G, c.act);
-    std::vector<Tensor> parts;
-    const auto xg = split(xs, c.per_group_in, 1), wg = split(ws, c.per_group_out, 0);
-    for (int64_t k = 0; k < G; ++k) {
-      const Tensor bk = c.bias ? b0.narrow(0, k * c.per_group_out, c.per_group_out) : Tensor();
-      parts.push_back(conv2d(xg[size_t(k)], wg[size_t(k)], bk, c.stride, c.pad, c.dilation, 1, c.act));
-    }
-    const Tensor reference = cat(parts, 1);
-    check_close(y, reference, 1e-5, 1e-5);
-    const Tensor gy = randn(y.shape(), {}, &gen);
-    sum(mul(y, gy)).backward();
-    sum(mul(reference, gy)).backward();
-    check_close(x.grad(), xs.grad(), 1e-4, 1e-4);
-    check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
+    check_against_one_conv_per_group(x0, w0, b0, c.stride, c.pad, c.dilation, G, c.act, gen);
   }
 }
 
@@ -221,20 +240,59 @@ TEST_CASE("conv2d's direct grouped algorithm equals one ungrouped convolution pe
       const bool direct_forward = cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::relu);
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == (direct_forward ? "direct" : "im2col+gemm"));
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == "direct");
-      Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
-      Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_(), bs = b0.detach().requires_grad_();
-      const Tensor y = conv2d(x, w, b, stride, 1, 1, G, Activation::relu);
-      std::vector<Tensor> parts;
-      const auto xg = split(xs, per_group, 1), wg = split(ws, per_group, 0), bg = split(bs, per_group, 0);
-      for (int64_t i = 0; i < G; ++i) parts.push_back(relu(conv2d(xg[size_t(i)], wg[size_t(i)], bg[size_t(i)], stride, 1)));
-      const Tensor reference = cat(parts, 1);
-      check_close(y, reference, 1e-5, 1e-5);
-      const Tensor gy = randn(y.shape(), {}, &gen);
-      sum(mul(y, gy)).backward();
-      sum(mul(reference, gy)).backward();
-      check_close(x.grad(), xs.grad(), 1e-5, 1e-5);
-      check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
-      check_close(b.grad(), bs.grad(), 1e-4, 1e-4);
+      check_against_one_conv_per_group(x0, w0, b0, stride, 1, 1, G, Activation::relu, gen);
     }
   }
+}
+
+// Note [Direct forward on a padded grid], [Weight gradient on a padded grid] (ops/cpu/
+// conv_grid_avx512.cpp): planes from 1 x 1 to 64 x 64 (a grid of 1 to 3 vectors per tile and
+// the 2 + 2 tail), 8 to 32 output channels per group, 8 or more input channels per group (the
+// input gradient's transposed problem on the grid too), padding 0 to 2, dilation 2, kernels of
+// 2 x 2, 3 x 3 and 5 x 3 (tap counts that leave the weight gradient's 6-tap tiles a tail), and
+// a batch whose weight gradient takes two chunks of images.
+TEST_CASE("conv2d's padded-grid passes equal one ungrouped convolution per group", "[conv][direct]") {
+  struct Case {
+    int64_t per_group_in, per_group_out, batch, h, w;
+    IntPair kernel, pad, dilation;
+    bool bias;
+    Activation act;
+  };
+  const Case cases[] = {
+      {8, 8, 2, 7, 7, 3, 1, 1, true, Activation::relu},       {16, 16, 2, 14, 14, 3, 1, 1, false, Activation::none},
+      {32, 32, 1, 7, 7, 3, 1, 1, true, Activation::none},     {4, 8, 2, 10, 13, 3, 2, 2, true, Activation::relu},
+      {8, 24, 2, 6, 20, 3, 0, 1, false, Activation::none},    {8, 12, 1, 5, 5, 3, 1, 1, true, Activation::none},
+      {8, 8, 1, 1, 1, 3, 1, 1, true, Activation::relu},       {4, 16, 2, 9, 11, {5, 3}, {2, 1}, 1, false, Activation::none},
+      {8, 8, 2, 8, 9, 2, 0, 1, true, Activation::none},       {8, 8, 5, 64, 64, 3, 1, 1, false, Activation::none},
+  };
+  Generator gen(34);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i);
+    const int64_t G = 2;
+    const Tensor x0 = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
+    const Tensor w0 = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
+    const Tensor b0 = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
+    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), 1, c.pad, c.dilation, G);
+    if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
+      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
+    } else {
+      const bool forward_grid = c.per_group_out % 8 == 0, input_grad_grid = c.per_group_in % 8 == 0;
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == (forward_grid ? "padded grid" : "direct"));
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) ==
+            (input_grad_grid ? "padded grid" : "direct"));
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+    }
+    check_against_one_conv_per_group(x0, w0, b0, 1, c.pad, c.dilation, G, c.act, gen);
+  }
+}
+
+TEST_CASE("conv2d's padded-grid weight gradient of an empty batch is zero", "[conv][direct]") {
+  Tensor x = zeros({0, 16, 7, 7}).requires_grad_();
+  Tensor w = randn({16, 8, 3, 3}).requires_grad_();
+  const Tensor y = conv2d(x, w, {}, 1, 1, 1, 2);
+  REQUIRE(y.shape() == Shape{0, 16, 7, 7});
+  sum(y).backward();
+  REQUIRE(w.grad().shape() == w.shape());
+  CHECK(sum(abs(w.grad())).item() == 0.0);
 }

@@ -1,0 +1,312 @@
+// The direct forward of a grouped, stride-1 convolution on a padded grid (ops/cpu/conv_direct.h),
+// f32 on AVX-512:
+//   x (N, G*cg, H, W), w (G*M, cg, kH, kW), bias (G*M) or none -> y (N, G*M, Ho, Wo), M % 8 == 0,
+//   y[n, g*M + m, oh, ow] = act(bias + sum over (c, kh, kw) of w[g*M + m, c, kh, kw] *
+//                               x[n, g*cg + c, oh - pad_h + kh*dil_h, ow - pad_w + kw*dil_w])
+// and its weight gradient, dy (N, G*M, Ho, Wo) -> dw (G*M, cg, kH, kW):
+//   dw[g*M + m, c, kh, kw] = sum over (n, oh, ow) of dy[n, g*M + m, oh, ow] * (the same x)
+//
+// Note [Direct forward on a padded grid]: a task is one (image, group). It copies the group's
+// input planes into a zero-padded workspace of Hp x Wp planes (Wp = W + both paddings), so that
+// output (oh, ow) at grid position j = oh Wp + ow reads tap (c, kh, kw) at xpad + off(c, kh, kw)
+// + j with off = c Hp Wp + kh dil_h Wp + kw dil_w: the same offset for every output, and the
+// outputs of consecutive rows lie side by side (the Wp - Wo grid columns between them are
+// computed and thrown away). The group's product is then a GEMM whose B needs no packing:
+// row k = (c, kh, kw) of B is xpad + off(k), read as plain unaligned vectors. The register tile
+// is the GEMM's (Note [GEMM register tile]): 8 output channels x 48 grid positions in 24
+// accumulators, each k step 3 loads of xpad, 8 broadcasts of w and 24 FMAs, with no masks and
+// no border tests. The row kernel (Note [Direct grouped forward]) puts one output row in a
+// vector, so SE-ResNeXt's 7- and 14-wide rows left 9 or 2 of 16 lanes idle and each weight fed
+// one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs are computed on a
+// grid buffer with the GEMM's epilogue (bias, ReLU) and their Wo-wide rows copied to y. Each
+// output sums its taps in (c, kh, kw) order from zero, as the row kernel and the transposed
+// problem of the input gradient do, whatever the thread count.
+//
+// Note [Weight gradient on a padded grid]: dw[m, k] is the dot product over (image, grid
+// position j) of dy on the grid (zero at the thrown-away positions) with xpad + off(k) + j. A
+// task is one group: it lays out the images' padded input planes and dy on the grid in its
+// workspace, a chunk of at most 1 MiB of images at a time (a whole batch of 8 at SE-ResNeXt's
+// shapes; the chunk stays in L2), then runs tiles of 4 output channels x 6 taps as 24
+// accumulators of 16 grid positions, each vector step 4 loads of dy, 6 of xpad and 24 FMAs,
+// and adds each accumulator's lane sum into its weight at the end of a chunk. The task alone
+// writes its group's weights, chunk after chunk in a fixed order: no partial buffers, no
+// atomics, the same bits at any thread count.
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/conv_direct.h"
+#include "ops/cpu/conv_planes_avx512.h"
+
+#if defined(__AVX512F__)
+#include "ops/cpu/gemm_epilogue_avx512.h"
+#endif
+
+namespace ember::cpu {
+
+#if defined(__AVX512F__)
+namespace {
+
+constexpr int kRows = 8;  // output channels per register tile
+
+// The padded grid of one (image, group): planes of hp x wp, `vectors` 16-wide vectors of
+// outputs per output channel (Ho rows of wp, rounded up), and the offsets of the K taps.
+struct Grid {
+  int64_t hp, wp, plane, vectors, K;
+  int64_t floats;  // of the padded input, with the zeroed slack the last vectors read past
+};
+
+Grid grid_of(const Conv2dGeometry& g) {
+  Grid grid;
+  grid.wp = g.out_w + g.dilation_w * (g.kernel_w - 1);  // = W + pad_w + the right padding
+  grid.hp = g.out_h + g.dilation_h * (g.kernel_h - 1);
+  grid.plane = grid.hp * grid.wp;
+  grid.vectors = (g.out_h * grid.wp + 15) / 16;
+  grid.K = g.in_channels_per_group() * g.kernel_h * g.kernel_w;
+  const int64_t last_tap = (g.in_channels_per_group() - 1) * grid.plane +
+                           g.dilation_h * (g.kernel_h - 1) * grid.wp + g.dilation_w * (g.kernel_w - 1);
+  grid.floats = std::max(g.in_channels_per_group() * grid.plane, last_tap + 16 * grid.vectors);
+  return grid;
+}
+
+// One 8 x 16 NV tile: acc[i][v] = sum over k of w[i * K + k] * b[off[k] + 16 v], stored through
+// the epilogue to out[i * ld + 16 v].
+template <int NV>
+void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, float* out, int64_t ld,
+               const gemm_detail::VectorEpilogue& epilogue) {
+  __m512 acc[kRows][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 bv[NV];
+    const float* row = b + off[k];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(row + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 wi = _mm512_set1_ps(w[i * K + k]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wi, bv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) epilogue.store(acc[i][v], out + i * ld, i, v, __mmask16(0xFFFF));
+}
+
+// The vectors of the next tile: 3, or 2 + 2 for a last four (a 1-vector tile would issue as
+// many loads as FMAs).
+int tile_vectors(int64_t left) { return left >= 5 || left == 3 ? 3 : left == 4 ? 2 : int(left); }
+
+// Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest.
+void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group, float* xpad) {
+  std::fill(xpad, xpad + grid.floats, 0.0f);
+  const int64_t H = g.in_h, W = g.in_w;
+  for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
+    for (int64_t ih = 0; ih < H; ++ih) {
+      const float* src = x_group + (c * H + ih) * W;
+      float* dst = xpad + c * grid.plane + (ih + g.pad_h) * grid.wp + g.pad_w;
+      for (int64_t x0 = 0; x0 < W; x0 += 16) {
+        const __mmask16 live = lanes_in(x0, 0, W);
+        _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
+      }
+    }
+}
+
+constexpr int kGradRows = 4, kGradTaps = 6;  // the weight gradient's tile: 4 x 6 accumulators
+// Images laid out on the grid at a time, in bytes (they stay in L2 while every tile reads them).
+constexpr int64_t kGradChunkBytes = int64_t(1) << 20;
+
+// The lane sums of a, b, c and d: each folds its halves down to 4 lanes, and two rounds of
+// horizontal adds finish all four at once (a tile ends with 24 sums over as few as 32 vector
+// steps at 7 x 7, so a lane-by-lane sum cost as much as the FMAs).
+__m128 lane_sums(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // The masked forms of the shuffle and extract: GCC 12's plain ones take an "undefined" source
+  // that its -Wuninitialized flags at every use.
+  auto fold = [](__m512 v) {
+    v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, _MM_SHUFFLE(3, 2, 3, 2)));  // 8 lanes
+    v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, _MM_SHUFFLE(1, 1, 1, 1)));  // 4 lanes
+    return _mm512_mask_extractf32x4_ps(_mm_setzero_ps(), 0xF, v, 0);
+  };
+  return _mm_hadd_ps(_mm_hadd_ps(fold(a), fold(b)), _mm_hadd_ps(fold(c), fold(d)));
+}
+
+// The layout of a chunk of images on the grid: per image, its padded input planes (image_x
+// floats) and dy (M rows of ld floats, image_dy); the images of a chunk side by side.
+struct GradChunk {
+  int64_t images, vectors, ld, image_dy, image_x;
+  const float* dyg;
+  const float* xpad;
+};
+
+// dw[i][t] (+)= the sums for the kGradRows rows of the chunk's dy starting at row m0 and its NT
+// taps off[t]; dw rows K apart. The first chunk stores, later ones add.
+template <int NT>
+void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K, bool accumulate) {
+  const int64_t images = chunk.images, vectors = chunk.vectors, ld = chunk.ld, image_dy = chunk.image_dy;
+  const int64_t image_x = chunk.image_x;
+  const float* dyg = chunk.dyg + m0 * ld;
+  const float* xpad = chunk.xpad;
+  __m512 acc[kGradRows][NT];
+#pragma GCC unroll 4
+  for (int i = 0; i < kGradRows; ++i)
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
+  for (int64_t n = 0; n < images; ++n) {
+    const float* d = dyg + n * image_dy;
+    const float* x = xpad + n * image_x;
+    for (int64_t v = 0; v < vectors; ++v) {
+      __m512 xv[NT];
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; ++t) xv[t] = _mm512_loadu_ps(x + off[t] + 16 * v);
+#pragma GCC unroll 4
+      for (int i = 0; i < kGradRows; ++i) {
+        const __m512 dv = _mm512_load_ps(d + i * ld + 16 * v);
+#pragma GCC unroll 6
+        for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_fmadd_ps(dv, xv[t], acc[i][t]);
+      }
+    }
+  }
+  static_assert(kGradRows == 4, "lane_sums takes one accumulator per row");
+#pragma GCC unroll 6
+  for (int t = 0; t < NT; ++t) {
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, lane_sums(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+    for (int i = 0; i < kGradRows; ++i) dw[i * K + t] = accumulate ? dw[i * K + t] + sums[i] : sums[i];
+  }
+}
+
+// The offsets of the K taps (c, kh, kw) in the grid layout.
+std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Grid& grid) {
+  std::vector<int64_t> off(static_cast<size_t>(grid.K));
+  for (int64_t c = 0, k = 0; c < g.in_channels_per_group(); ++c)
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw, ++k)
+        off[size_t(k)] = c * grid.plane + kh * g.dilation_h * grid.wp + kw * g.dilation_w;
+  return off;
+}
+
+int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.out_channels_per_group() % kRows == 0;
+}
+
+void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                         const Tensor& y) {
+  const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
+  const Grid grid = grid_of(g);
+  const int64_t K = grid.K, ld = 16 * grid.vectors;  // grid buffer: M rows of ld outputs
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  const float* bp = b.defined() ? b.data<float>() : nullptr;
+  float* yp = y.data<float>();
+  const std::vector<int64_t> off = tap_offsets(g, grid);
+  const int64_t workspace = round_up_16(grid.floats) + M * ld;
+  parallel_for(0, g.batch * g.groups, 1, [&](int64_t t0, int64_t t1) {
+    const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
+    float* xpad = buffer.data<float>();
+    float* out = xpad + round_up_16(grid.floats);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / g.groups, grp = t % g.groups;
+      pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad);
+      for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+        const float* w_block = wp + (grp * M + m0) * K;
+        const gemm_detail::VectorEpilogue epilogue(
+            {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
+        for (int64_t v0 = 0; v0 < grid.vectors;) {
+          const int nv = tile_vectors(grid.vectors - v0);
+          float* tile_out = out + m0 * ld + 16 * v0;
+          const float* b_tile = xpad + 16 * v0;
+          if (nv == 3) grid_tile<3>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
+          else if (nv == 2) grid_tile<2>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
+          else grid_tile<1>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
+          v0 += nv;
+        }
+      }
+      // The Wo outputs of each grid row go to y.
+      float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t oh = 0; oh < g.out_h; ++oh) {
+          const float* src = out + m * ld + oh * grid.wp;
+          float* dst = y_group + m * g.out_plane() + oh * Wo;
+          for (int64_t x0 = 0; x0 < Wo; x0 += 16) {
+            const __mmask16 live = lanes_in(x0, 0, Wo);
+            _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
+          }
+        }
+    }
+  });
+}
+
+bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
+  return dtype == DType::f32 && g.groups > 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.out_channels_per_group() % kGradRows == 0 && g.out_channels_per_group() <= 32;
+}
+
+void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
+  const Grid grid = grid_of(g);
+  const int64_t K = grid.K, ld = 16 * grid.vectors;  // dy on the grid: M rows of ld per image
+  const int64_t image_x = round_up_16(grid.floats), image_dy = M * ld;
+  float* dwp = dw.data<float>();
+  if (g.batch == 0) return std::fill(dwp, dwp + dw.numel(), 0.0f);
+  const int64_t chunk_images =
+      std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + image_dy)), 1, g.batch);
+  const std::vector<int64_t> off = tap_offsets(g, grid);
+  const float* xp = x.data<float>();
+  const float* dyp = dy.data<float>();
+  parallel_for(0, g.groups, 1, [&](int64_t g0, int64_t g1) {
+    const Tensor buffer = Tensor::empty({chunk_images * (image_x + image_dy)}, {.dtype = DType::f32});
+    float* xpad = buffer.data<float>();
+    float* dyg = xpad + chunk_images * image_x;
+    for (int64_t grp = g0; grp < g1; ++grp)
+      for (int64_t n0 = 0; n0 < g.batch; n0 += chunk_images) {
+        const int64_t images = std::min(chunk_images, g.batch - n0);
+        std::fill(dyg, dyg + images * image_dy, 0.0f);
+        for (int64_t i = 0; i < images; ++i) {
+          const int64_t n = n0 + i;
+          pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad + i * image_x);
+          const float* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t oh = 0; oh < g.out_h; ++oh) {
+              const float* src = dy_group + m * g.out_plane() + oh * Wo;
+              float* dst = dyg + i * image_dy + m * ld + oh * grid.wp;
+              for (int64_t x0 = 0; x0 < Wo; x0 += 16) {
+                const __mmask16 live = lanes_in(x0, 0, Wo);
+                _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
+              }
+            }
+        }
+        const GradChunk chunk{images, grid.vectors, ld, image_dy, image_x, dyg, xpad};
+        const bool accumulate = n0 > 0;
+        for (int64_t m0 = 0; m0 < M; m0 += kGradRows)
+          for (int64_t k0 = 0; k0 < K; k0 += kGradTaps) {
+            float* out = dwp + (grp * M + m0) * K + k0;
+            const int64_t* o = off.data() + k0;
+            switch (std::min<int64_t>(kGradTaps, K - k0)) {
+              case 6: grad_tile<6>(chunk, m0, o, out, K, accumulate); break;
+              case 5: grad_tile<5>(chunk, m0, o, out, K, accumulate); break;
+              case 4: grad_tile<4>(chunk, m0, o, out, K, accumulate); break;
+              case 3: grad_tile<3>(chunk, m0, o, out, K, accumulate); break;
+              case 2: grad_tile<2>(chunk, m0, o, out, K, accumulate); break;
+              default: grad_tile<1>(chunk, m0, o, out, K, accumulate); break;
+            }
+          }
+      }
+  });
+}
+#else
+bool conv2d_grid_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
+void conv2d_grid_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
+bool conv2d_grid_forward_suits(const Conv2dGeometry&) { return false; }
+void conv2d_grid_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation,
+                         const Tensor&) {}
+#endif
+
+}  // namespace ember::cpu
