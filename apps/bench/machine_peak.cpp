@@ -3,10 +3,10 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/bench/timing.h"
-#include "core/parallel.h"
 #include "ops/cpu/gemm_amx.h"
 #include "ops/cpu/gemm_microkernel.h"
 #include "ops/cpu/gemm_packed.h"
@@ -41,14 +41,27 @@ float fma_loop(float seed) {
 
 volatile float g_seed = 1.0f, g_sink = 0.0f;
 
+// Runs body(t) for t in [0, threads), each on a thread of its own (the caller runs t = 0).
+// Note [Peaks on dedicated threads]: a peak is what every thread does at once, so each must run
+// exactly one share. On the pool's dynamic chunks (Note [Dynamic chunks] in core/parallel.h) the
+// caller could claim both shares before the worker woke, and the 2-thread FMA peak read the
+// 1-thread one (117 instead of ~225 GFLOP/s, in one `bench ops` run of several).
+template <class Body>
+void run_on_threads(int threads, const Body& body) {
+  std::vector<std::thread> others;
+  for (int t = 1; t < threads; ++t) others.emplace_back([&body, t] { body(t); });
+  body(0);
+  for (std::thread& other : others) other.join();
+}
+
 // GFLOP/s of `threads` threads each running `loop` once, which does `flops_per_thread`.
 template <class Loop>
 double measure_loop_gflops(int threads, double flops_per_thread, Loop loop) {
+  std::vector<float> results(size_t(threads), 0.0f);
   const double ms = median_ms(
       [&] {
-        parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) g_sink = g_sink + loop(g_seed);
-        });
+        run_on_threads(threads, [&](int t) { results[size_t(t)] = loop(g_seed); });
+        for (float r : results) g_sink = g_sink + r;
       },
       {.warmup = 1, .blocks = 5, .iters = 1, .sync = {}});
   return flops_per_thread * threads / (ms * 1e6);
@@ -111,11 +124,9 @@ double measure_memcpy_gbps(int threads) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   const double ms = median_ms(
       [&] {
-        parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
-          for (int64_t t = b; t < e; ++t) {
-            const size_t lo = bytes / size_t(threads) * size_t(t), hi = t + 1 == threads ? bytes : lo + bytes / size_t(threads);
-            std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
-          }
+        run_on_threads(threads, [&](int t) {
+          const size_t lo = bytes / size_t(threads) * size_t(t), hi = t + 1 == threads ? bytes : lo + bytes / size_t(threads);
+          std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
         });
       },
       {.warmup = 1, .blocks = 5, .iters = 2, .sync = {}});
