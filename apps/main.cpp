@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
+#include <string_view>
 
 #include "apps/bench/bench_allocator.h"
 #include "apps/bench/bench_image_loader.h"
@@ -15,6 +16,7 @@
 #include "apps/bench/bench_mnist_ranks.h"
 #include "apps/bench/bench_ops.h"
 #include "apps/bench/bench_seresnext.h"
+#include "apps/bench/openmp_spin.h"
 #include "apps/data_command.h"
 #include "apps/demo.h"
 #include "apps/models_command.h"
@@ -546,6 +548,8 @@ int run_reporting_errors(const CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything runs: it may re-execute the program (Note [OpenMP spinning in the benchmarks]).
+  if (argc > 1 && std::string_view(argv[1]) == "bench") ember::bench::bound_openmp_spinning(argv);
   CLI::App app{"ember: a small deep-learning framework (C++20/CUDA)", "ember"};
   CommandLine cl;
   add_global_options(app, cl);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/bench/openmp_spin.h"
 #include "ember.h"
 
 #ifdef EMBER_HAVE_ONEDNN
@@ -78,7 +79,7 @@ bool available() { return true; }
 std::string identity() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         " (OpenMP runtime, formats of its choice)";
+         " (OpenMP runtime, " + openmp_spin_setting() + ", formats of its choice)";
 }
 
 void sgemm(int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c, int threads) {

@@ -1,5 +1,7 @@
 #include "apps/bench/peer_script.h"
 
+#include "apps/bench/openmp_spin.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -54,7 +56,8 @@ std::map<std::string, double> run_peer_script(const std::string& script, const s
 
 std::string peer_identity() {
   const std::vector<std::string> lines = run_peer_lines("torch_blas.py", {});
-  return lines.empty() ? "PyTorch not found (" + peer_python() + " without torch)" : lines.front();
+  return lines.empty() ? "PyTorch not found (" + peer_python() + " without torch)"
+                       : lines.front() + ", " + openmp_spin_setting();
 }
 
 }  // namespace ember::bench
