@@ -27,13 +27,21 @@ int64_t env_or(const char* name, int64_t derived) {
 }
 
 // Note [GEMM blocking]: the micro-kernel streams a kMR x KC micro-panel of A (prefetched from
-// L2) against a KC x kNR micro-panel of B that is reused for every kMR rows of the MC block, so
-// that panel of B should live in L1: KC = L1 / (kNR * 4 bytes), a multiple of 16 in [128, 512]
-// (256 with this machine's 48 KiB; a sweep of 128/256/384 at 1024^3 measured 128 about 8%
-// slower, 384 within noise of 256). A longer KC also means C's tile is loaded and stored once
-// per more k steps. The MC x KC block of A is reused across the NC / kNR column panels, so it
-// takes half of L2: MC = L2 / 2 / (KC * 4) (512 with 1 MiB). The packed panel of B is reused
-// across the MC blocks, so KC x NC floats, a quarter of L3 (shared with the other core and the
+// L2) against a KC x kNR micro-panel of B that is reused for every kMR rows of the MC block. A
+// longer KC loads and stores C's tile, runs the epilogue and packs A's blocks once per more k
+// steps; a shorter one keeps B's micro-panel in L1. Measured, the longer KC wins while B's
+// micro-panel stays within about twice L1 (its lines then come from L2: 3 vectors per 24 FMAs,
+// about 8 bytes a cycle, well under L2's bandwidth): KC = 2 L1 / (kNR * 4 bytes), a multiple of
+// 16 in [128, 384] (336 on Zen 4's 32 KiB).
+// On Zen 4 (32 KiB L1, 2026-12-03, alternated runs of the same binary under EMBER_GEMM_KC,
+// 2 threads) KC 320 against the 160 of the L1-only rule: 1024^3 195-203 vs 191-194 GFLOP/s,
+// 2048^3 191-196 vs 180-186, 32x3136x288 174-179 vs 155-160, 2048x49x1024 135-141 vs 127-129,
+// 128x3136x256 191-196 vs 174-190; one thread 1024^3 99-107 vs 92-97 at 384. 384 itself lost
+// 3-6% at 2048^3 and 2048x49x1024 there, hence the cap. On an Emerald Rapids (48 KiB L1) a
+// sweep of 128/256/384 at 1024^3 measured 128 about 8% slower and 384 within noise of 256.
+// The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
+// MC = L2 / 2 / (KC * 4) (384 with 1 MiB and KC 336). The packed panel of B is reused across
+// the MC blocks, so KC x NC floats, a quarter of L3 (shared with the other core and the
 // operands' own lines), is its budget; NC is capped at 4080 columns because a VM may report the
 // whole socket's L3. (The panel holds all of K, so it is KC * NC / K columns wide: Note [GEMM
 // threads].)
@@ -42,7 +50,7 @@ Blocking derive_blocking() {
   const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
   const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
   const int64_t l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
-  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(round_down(l1 / (kNR * 4), 16), 128, 512));
+  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(round_down(2 * l1 / (kNR * 4), 16), 128, 384));
   const int64_t mc = env_or("EMBER_GEMM_MC", std::clamp<int64_t>(round_down(l2 / 2 / (kc * 4), kMR), 4 * kMR, 1024));
   const int64_t nc = env_or("EMBER_GEMM_NC", std::clamp<int64_t>(round_down(l3 / 4 / (kc * 4), kNR), 4 * kNR, 85 * kNR));
   return {kc, round_up(mc, kMR), round_up(nc, kNR)};
