@@ -174,10 +174,7 @@ void weight_grad_task(const Conv2dGeometry& g, const float* x, const float* dy, 
   const int64_t cg = g.in_channels_per_group(), M = g.out_channels_per_group(), Wo = g.out_w, W = g.in_w;
   const int64_t L = g.out_plane();
   __m512 acc[kBlock][kW];
-#pragma GCC unroll 8
-  for (int j = 0; j < kBlock; ++j)
-#pragma GCC unroll 3
-    for (int k = 0; k < kW; ++k) acc[j][k] = _mm512_setzero_ps();
+  gemm_detail::zero_tile(acc);
   const Range rows = valid_outputs(kh * g.dilation_h - g.pad_h, g.stride_h, g.in_h, g.out_h);
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* x_plane = x + (n * g.in_channels + grp * cg + c) * g.in_plane();

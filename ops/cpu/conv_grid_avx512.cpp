@@ -81,10 +81,7 @@ template <int NV>
 void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, float* out, int64_t ld,
                const gemm_detail::VectorEpilogue& epilogue) {
   __m512 acc[kRows][NV];
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  gemm_detail::zero_tile(acc);
   for (int64_t k = 0; k < K; ++k) {
     __m512 bv[NV];
     const float* row = b + off[k];
@@ -157,10 +154,7 @@ void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw
   const float* dyg = chunk.dyg + m0 * ld;
   const float* xpad = chunk.xpad;
   __m512 acc[ROWS][NT];
-#pragma GCC unroll 8
-  for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
+  gemm_detail::zero_tile(acc);
   for (int64_t n = 0; n < images; ++n) {
     const float* d = dyg + n * image_dy;
     const float* x = xpad + n * image_x;

@@ -12,6 +12,16 @@
 
 namespace ember::cpu::gemm_detail {
 
+// Zeroes a register tile of accumulators (the micro-kernels', and the grid convolutions' of
+// ops/cpu/conv_grid_avx512.cpp); always inlined, so that the tile stays in registers.
+template <int R, int C>
+[[gnu::always_inline]] inline void zero_tile(__m512 (&acc)[R][C]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 6
+    for (int j = 0; j < C; ++j) acc[i][j] = _mm512_setzero_ps();
+}
+
 // The lanes [0, n - 16 v) of vector v of a row n columns wide.
 inline __mmask16 column_mask(int n, int v) {
   const int left = n - 16 * v;

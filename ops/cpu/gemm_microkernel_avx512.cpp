@@ -67,10 +67,7 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
   }
 
   __m512 acc[kMR][NV];
-#pragma GCC unroll 8
-  for (int i = 0; i < kMR; ++i)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  zero_tile(acc);
 
   for (int64_t k = 0; k < steps; ++k) {
     // The panel of A streams from L2 (the panel of B stays in L1): ask for it a few lines ahead.
