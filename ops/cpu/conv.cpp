@@ -39,8 +39,10 @@
 //                  and im2col + GEMM at SE-ResNeXt's grouped layers (bench kernels, batch 8, 2
 //                  threads, best of 3, two alternated runs of each build on shared cores):
 //                  forward 1.4x at 28 x 28, 1.6x at 14 x 14, 2.3x at 7 x 7; input gradient 1.5x,
-//                  1.7x, 2.3x; weight gradient 1.1x at 56 x 56 (4 channels per group), even at
-//                  28 x 28, 1.5x at 14 x 14 and 1.2x at 7 x 7 (there over im2col + GEMM);
+//                  1.7x, 2.3x; weight gradient, in its first form (4 x 6 tiles), 1.1x at 56 x 56
+//                  (4 channels per group), even at 28 x 28, 1.5x at 14 x 14 and 1.2x at 7 x 7
+//                  (there over im2col + GEMM), and its 8 x 3 tiles 1.3-1.4x faster again at
+//                  28 x 28 and below (one thread);
 //   "direct"       the f32 forward of the other grouped layers with 4, 8, 16 or 32 output
 //                  channels per group and row stride 1, on AVX-512 (Note [Direct grouped
 //                  forward]): SE-ResNeXt's first stage (4 channels per group) and vertical

@@ -6,36 +6,36 @@
 // and its weight gradient, dy (N, G*M, Ho, Wo) -> dw (G*M, cg, kH, kW):
 //   dw[g*M + m, c, kh, kw] = sum over (n, oh, ow) of dy[n, g*M + m, oh, ow] * (the same x)
 //
-// Note [Direct forward on a padded grid]: a task is one (image, group). It copies the group's
-// input planes into a zero-padded workspace of Hp x Wp planes (Wp = W + both paddings), so that
-// output (oh, ow) at grid position j = oh Wp + ow reads tap (c, kh, kw) at xpad + off(c, kh, kw)
-// + j with off = c Hp Wp + kh dil_h Wp + kw dil_w: the same offset for every output, and the
-// outputs of consecutive rows lie side by side (the Wp - Wo grid columns between them are
-// computed and thrown away). The group's product is then a GEMM whose B needs no packing:
-// row k = (c, kh, kw) of B is xpad + off(k), read as plain unaligned vectors. The register tile
-// is the GEMM's (Note [GEMM register tile]): 8 output channels x 48 grid positions in 24
-// accumulators, each k step 3 loads of xpad, 8 broadcasts of w and 24 FMAs, with no masks and
-// no border tests. The row kernel (Note [Direct grouped forward]) puts one output row in a
-// vector, so SE-ResNeXt's 7- and 14-wide rows left 9 or 2 of 16 lanes idle and each weight fed
-// one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs are computed on a
-// grid buffer with the GEMM's epilogue (bias, ReLU) and their Wo-wide rows copied to y. Each
-// output sums its taps in (c, kh, kw) order from zero, as the row kernel and the transposed
-// problem of the input gradient do, whatever the thread count.
+// Note [Direct forward on a padded grid]: a task is one (image, group) (or a block of its channels,
+// Note [Grid tasks]). It copies the group's input planes into a zero-padded workspace of Hp x Wp
+// planes (Wp = W + both paddings), so that output (oh, ow) at grid position j = oh Wp + ow reads
+// tap (c, kh, kw) at xpad + off(c, kh, kw) + j with off = c Hp Wp + kh dil_h Wp + kw dil_w: the
+// same offset for every output, and the outputs of consecutive rows lie side by side (the Wp - Wo
+// grid columns between them are computed and thrown away). The group's product is then a GEMM whose
+// B needs no packing: row k = (c, kh, kw) of B is xpad + off(k), read as plain unaligned vectors.
+// The register tile is the GEMM's (Note [GEMM register tile]): 8 output channels x 48 grid
+// positions in 24 accumulators, each k step 3 loads of xpad, 8 broadcasts of w and 24 FMAs, with no
+// masks and no border tests. The row kernel (Note [Direct grouped forward]) puts one output row in
+// a vector, so SE-ResNeXt's 7- and 14-wide rows left 9 or 2 of 16 lanes idle and each weight fed
+// one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs are computed on a grid
+// buffer with the GEMM's epilogue (bias, ReLU) and their Wo-wide rows copied to y. Each output sums
+// its taps in (c, kh, kw) order from zero, as the row kernel and the transposed problem of the
+// input gradient do, whatever the thread count.
 //
-// Note [Weight gradient on a padded grid]: dw[m, k] is the dot product over (image, grid
-// position j) of dy on the grid (zero at the thrown-away positions) with xpad + off(k) + j. A
-// task is one group: it lays out the images' padded input planes and dy on the grid in its
-// workspace, a chunk of at most 1 MiB of images at a time (a whole batch of 8 at SE-ResNeXt's
-// shapes; the chunk stays in L2), then runs tiles of 8 output channels x 3 taps (4 x 6 for the
-// last 4 channels of a group whose count is not a multiple of 8) as 24 accumulators of 16 grid
-// positions, and adds each accumulator's lane sum into its weight at the end of a chunk. Each
-// vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad (at the taps'
-// offsets, so unaligned: 15 in 16 straddle two cache lines) for 24 FMAs; 4 x 6 loads 4 and 6.
-// The unaligned loads are what cost: with them made aligned (wrong results, timing only), 4 x 6
-// ran 5.9 -> 4.4 ms at SE-ResNeXt's 28 x 28 layer, and 8 x 3 measured 1.3-1.4x faster than 4 x 6
-// at 28 x 28, 14 x 14 and 7 x 7 (one thread, Zen 4, alternated pairs). The task alone writes its
-// group's weights, chunk after chunk in a fixed order: no partial buffers, no atomics, the same
-// bits at any thread count.
+// Note [Weight gradient on a padded grid]: dw[m, k] is the dot product over (image, grid position
+// j) of dy on the grid (zero at the thrown-away positions) with xpad + off(k) + j. A task is one
+// group (or a block of its channels, Note [Grid tasks]): it lays out the images' padded input
+// planes and dy on the grid in its workspace, a chunk of at most 1 MiB of images at a time (a whole
+// batch of 8 at SE-ResNeXt's shapes; the chunk stays in L2), then runs tiles of 8 output channels x
+// 3 taps (4 x 6 for the last 4 channels of a group whose count is not a multiple of 8) as 24
+// accumulators of 16 grid positions, and adds each accumulator's lane sum into its weight at the
+// end of a chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
+// (at the taps' offsets, so unaligned: 15 in 16 straddle two cache lines) for 24 FMAs; 4 x 6 loads
+// 4 and 6. The unaligned loads are what cost: with them made aligned (wrong results, timing only),
+// 4 x 6 ran 5.9 -> 4.4 ms at SE-ResNeXt's 28 x 28 layer, and 8 x 3 measured 1.3-1.4x faster than 4
+// x 6 at 28 x 28, 14 x 14 and 7 x 7 (one thread, Zen 4, alternated pairs). The task alone writes
+// its weights, chunk after chunk in a fixed order: no partial buffers, no atomics, the same bits at
+// any thread count.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -210,6 +210,16 @@ std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Grid& grid) {
 
 int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
 
+// Note [Grid tasks]: a task is an (image, group) in the forward and a group in the weight
+// gradient. Where that gives fewer than two tasks per thread (few groups, a batch of one), each
+// is cut further into blocks of 8 output channels, the tiles' rows, every task laying out its
+// own copy of the grid (the input planes are then padded once per block: a few percent of the
+// FMAs). Rows are tiled from the group's first row either way, so the cut changes no bits.
+// Output channels per task: all M, or 8.
+int64_t rows_per_task(int64_t tasks, int64_t M) {
+  return tasks >= 2 * int64_t(num_threads()) ? M : std::min<int64_t>(M, 8);
+}
+
 }  // namespace
 
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
@@ -227,14 +237,15 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   float* yp = y.data<float>();
   const std::vector<int64_t> off = tap_offsets(g, grid);
   const int64_t workspace = round_up_16(grid.floats) + M * ld;
-  parallel_for(0, g.batch * g.groups, 1, [&](int64_t t0, int64_t t1) {
+  const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = M / rows;  // Note [Grid tasks]
+  parallel_for(0, g.batch * g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
     float* xpad = buffer.data<float>();
     float* out = xpad + round_up_16(grid.floats);
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n = t / g.groups, grp = t % g.groups;
+      const int64_t n = t / (g.groups * splits), grp = t / splits % g.groups, m_begin = t % splits * rows;
       pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad);
-      for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+      for (int64_t m0 = m_begin; m0 < m_begin + rows; m0 += kRows) {
         const float* w_block = wp + (grp * M + m0) * K;
         const gemm_detail::VectorEpilogue epilogue(
             {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
@@ -250,7 +261,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
       }
       // The Wo outputs of each grid row go to y.
       float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
-      for (int64_t m = 0; m < M; ++m)
+      for (int64_t m = m_begin; m < m_begin + rows; ++m)
         for (int64_t oh = 0; oh < g.out_h; ++oh) {
           const float* src = out + m * ld + oh * grid.wp;
           float* dst = y_group + m * g.out_plane() + oh * Wo;
@@ -271,20 +282,23 @@ bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
 void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
   const Grid grid = grid_of(g);
-  const int64_t K = grid.K, ld = 16 * grid.vectors;  // dy on the grid: M rows of ld per image
-  const int64_t image_x = round_up_16(grid.floats), image_dy = M * ld;
   float* dwp = dw.data<float>();
   if (g.batch == 0) return std::fill(dwp, dwp + dw.numel(), 0.0f);
+  const int64_t rows = rows_per_task(g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
+  // Per image: the padded input planes, and dy's `rows` rows on the grid, ld floats each.
+  const int64_t K = grid.K, ld = 16 * grid.vectors;
+  const int64_t image_x = round_up_16(grid.floats), image_dy = rows * ld;
   const int64_t chunk_images =
       std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + image_dy)), 1, g.batch);
   const std::vector<int64_t> off = tap_offsets(g, grid);
   const float* xp = x.data<float>();
   const float* dyp = dy.data<float>();
-  parallel_for(0, g.groups, 1, [&](int64_t g0, int64_t g1) {
+  parallel_for(0, g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({chunk_images * (image_x + image_dy)}, {.dtype = DType::f32});
     float* xpad = buffer.data<float>();
     float* dyg = xpad + chunk_images * image_x;
-    for (int64_t grp = g0; grp < g1; ++grp)
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t grp = t / splits, m_begin = t % splits * rows, m_end = std::min(M, m_begin + rows);
       for (int64_t n0 = 0; n0 < g.batch; n0 += chunk_images) {
         const int64_t images = std::min(chunk_images, g.batch - n0);
         std::fill(dyg, dyg + images * image_dy, 0.0f);
@@ -292,10 +306,10 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
           const int64_t n = n0 + i;
           pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad + i * image_x);
           const float* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
-          for (int64_t m = 0; m < M; ++m)
+          for (int64_t m = m_begin; m < m_end; ++m)
             for (int64_t oh = 0; oh < g.out_h; ++oh) {
               const float* src = dy_group + m * g.out_plane() + oh * Wo;
-              float* dst = dyg + i * image_dy + m * ld + oh * grid.wp;
+              float* dst = dyg + i * image_dy + (m - m_begin) * ld + oh * grid.wp;
               for (int64_t x0 = 0; x0 < Wo; x0 += 16) {
                 const __mmask16 live = lanes_in(x0, 0, Wo);
                 _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
@@ -304,17 +318,18 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
         }
         const GradChunk chunk{images, grid.vectors, ld, image_dy, image_x, dyg, xpad};
         const bool accumulate = n0 > 0;
-        for (int64_t m0 = 0; m0 < M;) {
+        for (int64_t m0 = m_begin; m0 < m_end;) {
           float* out = dwp + (grp * M + m0) * K;
-          if (M - m0 >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
-            grad_rows<8, 3>(chunk, m0, off.data(), out, K, accumulate);
+          if (m_end - m0 >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
+            grad_rows<8, 3>(chunk, m0 - m_begin, off.data(), out, K, accumulate);
             m0 += 8;
           } else {
-            grad_rows<4, 6>(chunk, m0, off.data(), out, K, accumulate);
+            grad_rows<4, 6>(chunk, m0 - m_begin, off.data(), out, K, accumulate);
             m0 += 4;
           }
         }
       }
+    }
   });
 }
 #else

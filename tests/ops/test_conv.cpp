@@ -264,6 +264,7 @@ TEST_CASE("conv2d's padded-grid passes equal one ungrouped convolution per group
       {8, 24, 2, 6, 20, 3, 0, 1, false, Activation::none},    {8, 12, 1, 5, 5, 3, 1, 1, true, Activation::none},
       {8, 8, 1, 1, 1, 3, 1, 1, true, Activation::relu},       {4, 16, 2, 9, 11, {5, 3}, {2, 1}, 1, false, Activation::none},
       {8, 8, 2, 8, 9, 2, 0, 1, true, Activation::none},       {8, 8, 5, 64, 64, 3, 1, 1, false, Activation::none},
+      {4, 4, 2, 6, 7, 2, 0, 1, false, Activation::none},  // 4 x 6 weight-gradient tiles, 16 taps: a tail of 4
   };
   Generator gen(34);
   for (size_t i = 0; i < std::size(cases); ++i) {
@@ -284,6 +285,29 @@ TEST_CASE("conv2d's padded-grid passes equal one ungrouped convolution per group
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
     }
     check_against_one_conv_per_group(x0, w0, b0, 1, c.pad, c.dilation, G, c.act, gen);
+  }
+}
+
+// Note [Grid tasks]: with fewer than two (image, group) or group tasks per thread the grid kernels
+// cut each into blocks of 8 channels. One thread does not cut (2 groups, batch 1), two threads
+// do; the values and both gradients must be the same bits.
+TEST_CASE("conv2d's padded-grid passes give the same bits at 1 and 2 threads", "[conv][direct]") {
+  const int before = num_threads();
+  Generator gen(55);
+  const Tensor x = randn({1, 32, 9, 11}, {}, &gen), w = randn({64, 16, 3, 3}, {}, &gen), b = randn({64}, {}, &gen);
+  const Tensor gy = randn({1, 64, 9, 11}, {}, &gen);
+  std::vector<Tensor> results[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_();
+    const Tensor y = conv2d(xv, wv, b, 1, 1, 1, 2, Activation::relu);
+    sum(mul(y, gy)).backward();
+    results[threads - 1] = {y, xv.grad(), wv.grad()};
+  }
+  set_num_threads(before);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("result " << i << " (y, dx, dw)");
+    CHECK(max(abs(sub(results[0][i], results[1][i]))).item() == 0.0);
   }
 }
 
