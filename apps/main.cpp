@@ -3,6 +3,7 @@
 // Usage errors (unknown flag, bad value) print one line and exit with status 2; failures while
 // running print "ember: error: ..." and exit with status 1 (Ctrl-C during training: 130).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -323,6 +324,8 @@ void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {
 void add_bench_commands(CLI::App& app, CommandLine& cl) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (tables of measured figures)");
   bench->require_subcommand(1);
+  bench->footer(std::string("OpenMP peers (oneDNN, PyTorch): ") + ember::bench::openmp_spin_setting() +
+                " (Note [OpenMP spinning in the benchmarks])");
   cl.bench_ops = bench->add_subcommand("ops", "matmul GFLOP/s and elementwise GB/s against the machine's peaks");
   cl.bench_allocator = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
   cl.bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
@@ -549,7 +552,10 @@ int run_reporting_errors(const CommandLine& cl) {
 
 int main(int argc, char** argv) {
   // Before anything runs: it may re-execute the program (Note [OpenMP spinning in the benchmarks]).
-  if (argc > 1 && std::string_view(argv[1]) == "bench") ember::bench::bound_openmp_spinning(argv);
+  // "bench" anywhere: global options (--threads 2) may come first; a stray match only sets the
+  // variable for a command that runs no OpenMP.
+  if (std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "bench"; }))
+    ember::bench::bound_openmp_spinning(argv);
   CLI::App app{"ember: a small deep-learning framework (C++20/CUDA)", "ember"};
   CommandLine cl;
   add_global_options(app, cl);

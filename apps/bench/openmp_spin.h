@@ -22,7 +22,8 @@ const char* openmp_spin_setting();
 
 // For `ember bench ...`: when neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set, sets
 // GOMP_SPINCOUNT and re-executes this program with the same arguments (Note [OpenMP spinning
-// in the benchmarks]); returns only when it did not (already set, or exec failed).
+// in the benchmarks]); returns only when it did not (already set, run through a loader, or exec
+// failed). The variable reaches whatever the benchmark starts (the peer script, mpirun's ranks).
 void bound_openmp_spinning(char** argv);
 
 }  // namespace ember::bench
