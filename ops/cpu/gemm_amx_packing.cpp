@@ -122,12 +122,12 @@ struct AmxPacking {
 
 }  // namespace
 
-// Note [AMX bf16 GEMM blocking]: the f32 blocking's byte budgets (Note [GEMM blocking]) with the
-// AMX tile's multiples: KC twice the f32 one (the same bytes per row of a panel), a whole number
+// Note [AMX bf16 GEMM blocking]: l1_cache_blocking's byte budgets (Note [GEMM blocking]) with the
+// AMX tile's multiples: KC twice its KC (the same bytes per row of a panel), a whole number
 // of 32-value tiles of K; MC and NC multiples of 32.
 const Blocking& amx_cache_blocking() {
   static const Blocking blocking = [] {
-    const Blocking& f32 = cache_blocking();
+    const Blocking& f32 = l1_cache_blocking();
     const int64_t tile_k = 2 * kAmxTilePairs;
     return Blocking{round_up(2 * f32.kc, tile_k), round_up(std::max<int64_t>(f32.mc, kAmxMR), kAmxMR),
                     round_up(f32.nc, kAmxNR)};

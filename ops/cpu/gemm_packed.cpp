@@ -39,6 +39,9 @@ int64_t env_or(const char* name, int64_t derived) {
 // 128x3136x256 191-196 vs 174-190; one thread 1024^3 99-107 vs 92-97 at 384. 384 itself lost
 // 3-6% at 2048^3 and 2048x49x1024 there, hence the cap. On an Emerald Rapids (48 KiB L1) a
 // sweep of 128/256/384 at 1024^3 measured 128 about 8% slower and 384 within noise of 256.
+// (The rule's 336 on Zen 4 against 160 in `bench ops`, two alternated pairs, 2 threads: 1024^3
+// 191/193 vs 180/184, 32x3136x288 158/167 vs 138/147.) The bf16 and AMX blockings still derive
+// from the one-L1 rule, l1_cache_blocking(), the one they were measured against.
 // The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
 // MC = L2 / 2 / (KC * 4) (384 with 1 MiB and KC 336). The packed panel of B is reused across
 // the MC blocks, so KC x NC floats, a quarter of L3 (shared with the other core and the
@@ -46,11 +49,14 @@ int64_t env_or(const char* name, int64_t derived) {
 // whole socket's L3. (The panel holds all of K, so it is KC * NC / K columns wide: Note [GEMM
 // threads].)
 // Defaults where sysconf knows nothing: 32 KiB, 512 KiB, 8 MiB.
-Blocking derive_blocking() {
+// `l1_multiple`: B's micro-panel in that many L1s (2 for the f32 GEMM; 1 for l1_cache_blocking,
+// the base of the bf16 and AMX blockings, which were measured against it), KC capped at kc_cap.
+Blocking derive_blocking(int64_t l1_multiple, int64_t kc_cap) {
   const int64_t l1 = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
   const int64_t l2 = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
   const int64_t l3 = cache_bytes(_SC_LEVEL3_CACHE_SIZE, 8 << 20);
-  const int64_t kc = env_or("EMBER_GEMM_KC", std::clamp<int64_t>(round_down(2 * l1 / (kNR * 4), 16), 128, 384));
+  const int64_t kc =
+      env_or("EMBER_GEMM_KC", std::clamp<int64_t>(round_down(l1_multiple * l1 / (kNR * 4), 16), 128, kc_cap));
   const int64_t mc = env_or("EMBER_GEMM_MC", std::clamp<int64_t>(round_down(l2 / 2 / (kc * 4), kMR), 4 * kMR, 1024));
   const int64_t nc = env_or("EMBER_GEMM_NC", std::clamp<int64_t>(round_down(l3 / 4 / (kc * 4), kNR), 4 * kNR, 85 * kNR));
   return {kc, round_up(mc, kMR), round_up(nc, kNR)};
@@ -141,7 +147,12 @@ struct PrepackedF32Packing {
 }  // namespace
 
 const Blocking& cache_blocking() {
-  static const Blocking blocking = derive_blocking();
+  static const Blocking blocking = derive_blocking(2, 384);
+  return blocking;
+}
+
+const Blocking& l1_cache_blocking() {
+  static const Blocking blocking = derive_blocking(1, 512);
   return blocking;
 }
 

@@ -25,6 +25,10 @@ struct Blocking {
 
 // Derived once from this CPU's cache sizes (Note [GEMM blocking] in gemm_packed.cpp).
 const Blocking& cache_blocking();
+// The same budgets with B's micro-panel in one L1 (KC = L1 / (kNR * 4 bytes), in [128, 512]):
+// the f32 rule until 2026-12-03, against which the bf16 and AMX blockings were measured and
+// from which they still derive (Note [bf16 GEMM blocking], Note [AMX bf16 GEMM blocking]).
+const Blocking& l1_cache_blocking();
 
 // The AVX-512 kernel where the build has it, else the portable one.
 MicroKernel default_micro_kernel();
@@ -37,7 +41,7 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
                  const float* column_bias = nullptr);
 
-// The bf16 GEMM's blocking: cache_blocking() with four times the K per panel and half the rows
+// The bf16 GEMM's blocking: l1_cache_blocking() with four times the K per panel and half the rows
 // per block of A (Note [bf16 GEMM blocking] in gemm_packed_bf16.cpp).
 const Blocking& bf16_cache_blocking();
 

@@ -103,18 +103,19 @@ struct Bf16Packing {
 
 }  // namespace
 
-// Note [bf16 GEMM blocking]: Note [GEMM blocking] sizes the panels in bytes (B's micro-panel in
-// L1, A's block in half of L2, B's panel in a quarter of L3); a bf16 value takes half the bytes
-// of an f32. Twice the f32 KC would keep every panel at the f32 one's size, but a bf16 step
-// does twice the multiply-adds per byte of B, so B's micro-panel can stream from L2 at half the
-// f32 kernel's bandwidth per FLOP, and each tile of C is loaded and stored per longer run of K:
-// four times the f32 KC (1024 here; B's micro-panel 96 KiB, twice L1) measured faster than
-// twice: 1024^3 4-8%, 2048^3 1-7%, 64x196x576 4-6% (thread CPU time, one thread, 5 runs). MC is
-// halved so that A's block still takes half of L2; NC is unchanged (its cap of 4080 columns is
-// what binds on this machine). EMBER_GEMM_KC / _MC / _NC tune both GEMMs alike.
+// Note [bf16 GEMM blocking]: l1_cache_blocking (Note [GEMM blocking]) sizes the panels in
+// bytes (B's micro-panel in L1, A's block in half of L2, B's panel in a quarter of L3); a bf16
+// value takes half the bytes of an f32. Twice its KC would keep every panel at the f32 one's
+// size, but a bf16 step does twice the multiply-adds per byte of B, so B's micro-panel can
+// stream from L2 at half the f32 kernel's bandwidth per FLOP, and each tile of C is loaded and
+// stored per longer run of K: four times its KC (1024 on a 48 KiB L1; B's micro-panel 96 KiB,
+// twice L1) measured faster than twice: 1024^3 4-8%, 2048^3 1-7%, 64x196x576 4-6% (thread CPU
+// time, one thread, 5 runs). MC is halved so that A's block still takes half of L2; NC is
+// unchanged (its cap of 4080 columns is what binds on that machine). EMBER_GEMM_KC / _MC / _NC
+// tune both GEMMs alike.
 const Blocking& bf16_cache_blocking() {
   static const Blocking blocking = [] {
-    Blocking b = cache_blocking();
+    Blocking b = l1_cache_blocking();
     b.kc *= 4;
     b.mc = round_up(std::max<int64_t>(b.mc / 2, kMR), kMR);
     return b;
