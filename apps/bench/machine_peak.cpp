@@ -1,12 +1,14 @@
 #include "apps/bench/machine_peak.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <latch>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "apps/bench/timing.h"
 #include "ops/cpu/gemm_amx.h"
 #include "ops/cpu/gemm_microkernel.h"
 #include "ops/cpu/gemm_packed.h"
@@ -41,29 +43,43 @@ float fma_loop(float seed) {
 
 volatile float g_seed = 1.0f, g_sink = 0.0f;
 
-// Runs body(t) for t in [0, threads), each on a thread of its own (the caller runs t = 0).
+// The median over `blocks` rounds (after one warm-up round) of the milliseconds that `threads`
+// threads take to run body(t), t in [0, threads), each on a thread of its own (the caller runs
+// t = 0), all released together once started; a round lasts as long as its slowest thread.
 // Note [Peaks on dedicated threads]: a peak is what every thread does at once, so each must run
 // exactly one share. On the pool's dynamic chunks (Note [Dynamic chunks] in core/parallel.h) the
 // caller could claim both shares before the worker woke, and the 2-thread FMA peak read the
-// 1-thread one (117 instead of ~225 GFLOP/s, in one `bench ops` run of several).
+// 1-thread one (117 instead of ~225 GFLOP/s, in one `bench ops` run of several). Thread creation
+// is left out of the time.
 template <class Body>
-void run_on_threads(int threads, const Body& body) {
-  std::vector<std::thread> others;
-  for (int t = 1; t < threads; ++t) others.emplace_back([&body, t] { body(t); });
-  body(0);
-  for (std::thread& other : others) other.join();
+double median_ms_on_threads(int threads, const Body& body, int blocks = 5) {
+  using clock = std::chrono::steady_clock;
+  std::vector<double> rounds;
+  for (int round = 0; round <= blocks; ++round) {
+    std::vector<double> ms(size_t(threads), 0.0);
+    std::latch start(threads);
+    auto timed = [&](int t) {
+      start.arrive_and_wait();
+      const auto t0 = clock::now();
+      body(t);
+      ms[size_t(t)] = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    };
+    std::vector<std::thread> others;
+    for (int t = 1; t < threads; ++t) others.emplace_back(timed, t);
+    timed(0);
+    for (std::thread& other : others) other.join();
+    if (round > 0) rounds.push_back(*std::max_element(ms.begin(), ms.end()));  // round 0: warm-up
+  }
+  std::nth_element(rounds.begin(), rounds.begin() + blocks / 2, rounds.end());
+  return rounds[size_t(blocks / 2)];
 }
 
 // GFLOP/s of `threads` threads each running `loop` once, which does `flops_per_thread`.
 template <class Loop>
 double measure_loop_gflops(int threads, double flops_per_thread, Loop loop) {
   std::vector<float> results(size_t(threads), 0.0f);
-  const double ms = median_ms(
-      [&] {
-        run_on_threads(threads, [&](int t) { results[size_t(t)] = loop(g_seed); });
-        for (float r : results) g_sink = g_sink + r;
-      },
-      {.warmup = 1, .blocks = 5, .iters = 1, .sync = {}});
+  const double ms = median_ms_on_threads(threads, [&](int t) { results[size_t(t)] = loop(g_seed); });
+  for (float r : results) g_sink = g_sink + r;
   return flops_per_thread * threads / (ms * 1e6);
 }
 
@@ -122,14 +138,10 @@ std::string cpu_identity() {
 double measure_memcpy_gbps(int threads) {
   const size_t bytes = size_t(64) << 20;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  const double ms = median_ms(
-      [&] {
-        run_on_threads(threads, [&](int t) {
-          const size_t lo = bytes / size_t(threads) * size_t(t), hi = t + 1 == threads ? bytes : lo + bytes / size_t(threads);
-          std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
-        });
-      },
-      {.warmup = 1, .blocks = 5, .iters = 2, .sync = {}});
+  const double ms = median_ms_on_threads(threads, [&](int t) {
+    const size_t lo = bytes / size_t(threads) * size_t(t), hi = t + 1 == threads ? bytes : lo + bytes / size_t(threads);
+    std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+  });
   return 2.0 * double(bytes) / (ms * 1e6);
 }
 
