@@ -42,7 +42,6 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/conv_direct.h"
-#include "ops/cpu/conv_planes_avx512.h"
 
 #if defined(__AVX512F__)
 #include "ops/cpu/gemm_epilogue_avx512.h"
@@ -104,19 +103,18 @@ void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, fl
 // many loads as FMAs).
 int tile_vectors(int64_t left) { return left >= 5 || left == 3 ? 3 : left == 4 ? 2 : int(left); }
 
+// Copies `rows` rows of `width` floats, src's rows src_stride apart, dst's dst_stride apart: a
+// plane into the grid (and a grid's rows back into a plane).
+void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * src_stride, width, dst + r * dst_stride);
+}
+
 // Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest.
 void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group, float* xpad) {
   std::fill(xpad, xpad + grid.floats, 0.0f);
-  const int64_t H = g.in_h, W = g.in_w;
   for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
-    for (int64_t ih = 0; ih < H; ++ih) {
-      const float* src = x_group + (c * H + ih) * W;
-      float* dst = xpad + c * grid.plane + (ih + g.pad_h) * grid.wp + g.pad_w;
-      for (int64_t x0 = 0; x0 < W; x0 += 16) {
-        const __mmask16 live = lanes_in(x0, 0, W);
-        _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
-      }
-    }
+    copy_rows(x_group + c * g.in_plane(), g.in_w, xpad + c * grid.plane + g.pad_h * grid.wp + g.pad_w, grid.wp,
+              g.in_h, g.in_w);
 }
 
 // Images laid out on the grid at a time, in bytes (they stay in L2 while every tile reads them).
@@ -262,14 +260,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
       // The Wo outputs of each grid row go to y.
       float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
       for (int64_t m = m_begin; m < m_begin + rows; ++m)
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          const float* src = out + m * ld + oh * grid.wp;
-          float* dst = y_group + m * g.out_plane() + oh * Wo;
-          for (int64_t x0 = 0; x0 < Wo; x0 += 16) {
-            const __mmask16 live = lanes_in(x0, 0, Wo);
-            _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
-          }
-        }
+        copy_rows(out + m * ld, grid.wp, y_group + m * g.out_plane(), Wo, g.out_h, Wo);
     }
   });
 }
@@ -307,14 +298,7 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
           pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad + i * image_x);
           const float* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
           for (int64_t m = m_begin; m < m_end; ++m)
-            for (int64_t oh = 0; oh < g.out_h; ++oh) {
-              const float* src = dy_group + m * g.out_plane() + oh * Wo;
-              float* dst = dyg + i * image_dy + (m - m_begin) * ld + oh * grid.wp;
-              for (int64_t x0 = 0; x0 < Wo; x0 += 16) {
-                const __mmask16 live = lanes_in(x0, 0, Wo);
-                _mm512_mask_storeu_ps(dst + x0, live, _mm512_maskz_loadu_ps(live, src + x0));
-              }
-            }
+            copy_rows(dy_group + m * g.out_plane(), Wo, dyg + i * image_dy + (m - m_begin) * ld, grid.wp, g.out_h, Wo);
         }
         const GradChunk chunk{images, grid.vectors, ld, image_dy, image_x, dyg, xpad};
         const bool accumulate = n0 > 0;
