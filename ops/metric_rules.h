@@ -42,6 +42,10 @@ struct OnlineLogSumExp {
       *this = o;
       return;
     }
+    if (o.max == max) {  // a common shift (Note [Bounded log-sum-exp] in ops/cpu/similarity_tiles.h)
+      sum += o.sum;
+      return;
+    }
     const double m = max > o.max ? max : o.max;
     sum = sum * std::exp(max - m) + o.sum * std::exp(o.max - m);
     max = m;

@@ -13,7 +13,7 @@
 namespace ember {
 
 struct PairTiles {
-  int64_t rows = 64;   // rows of a tile (one task's rows on the CPU)
+  int64_t rows = 64;   // rows of a tile (one task's rows on the CPU; both sides of a symmetric tile)
   int64_t cols = 288;  // columns of a tile (a multiple of the f32 GEMM's 48: Note [Prepacked rows])
 };
 

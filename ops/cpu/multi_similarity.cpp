@@ -1,5 +1,5 @@
 // Multi-Similarity on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
-// (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
+// (Note [Self-similarity passes] in ops/cpu/self_similarity_passes.h):
 //   forward   one pass of similarity tiles folds each row's two log-sums, each started at exp(0)
 //             (PML's add_one): ln_i over its negatives a tile row at a time (Note [Vectorised tile
 //             rows]), lp_i over just its positives, the few columns of its class (ClassMembers,
@@ -12,7 +12,7 @@
 #include <cmath>
 
 #include "ops/cpu/class_members.h"
-#include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/self_similarity_passes.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
@@ -28,7 +28,14 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   // While streaming, per row: the running (max, sum) of lp_i and of ln_i, both holding exp(0).
   const Tensor running = Tensor::empty({B, 4}, {.dtype = DType::f64});
   double* run = running.data<double>();
-  for (int64_t i = 0; i < B; ++i) run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = 0, run[4 * i + 3] = 1;
+  // The negatives' exponents beta (s - base) are at most beta (1 - base), and next to the exp(0)
+  // term nothing below 0 - kBoundedLogSumExpRange matters (Note [Bounded log-sum-exp]); their
+  // sum then starts at exp(0) already shifted, so that each tile adds to it at the same shift.
+  const double neg_upper = p.beta * (1 - p.base);
+  const bool bounded = p.beta >= 0 && neg_upper >= 0 && neg_upper <= kBoundedLogSumExpRange;
+  const double neg_start = bounded ? neg_upper : 0;
+  for (int64_t i = 0; i < B; ++i)
+    run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = neg_start, run[4 * i + 3] = std::exp(-neg_start);
 
   const T a_pos = T(-p.alpha), b_pos = T(p.alpha * p.base), a_neg = T(p.beta), b_neg = T(-p.beta * p.base);
   const ClassMembers members(y, B);
@@ -41,9 +48,12 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       const int64_t yi = y[i];
       fold_log_sum_exp_at<T>(pos, members.in_columns(i, c0, c1), c0, i, scratch,
                              [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); });
-      fold_log_sum_exp<T>(
-          neg, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },
-          [=](int64_t k) { return yc[k] != yi; });
+      auto x = [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); };
+      auto negative = [=](int64_t k) { return yc[k] != yi; };
+      if (bounded)
+        fold_bounded_log_sum_exp<T>(neg, c1 - c0, scratch, T(neg_upper), x, negative);
+      else
+        fold_log_sum_exp<T>(neg, c1 - c0, scratch, x, negative);
       r[0] = pos.max, r[1] = pos.sum, r[2] = neg.max, r[3] = neg.sum;
     }
   };

@@ -1,5 +1,5 @@
 // NT-Xent on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
-// (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
+// (Note [Self-similarity passes] in ops/cpu/self_similarity_passes.h):
 //   forward   one pass of similarity tiles folds each anchor's negatives into lse_i
 //             (fold_log_sum_exp); the few positive pairs are then revisited with a dot product
 //             each (no second GEMM pass);
@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "ops/cpu/class_members.h"
-#include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/self_similarity_passes.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -32,28 +32,32 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   // Per anchor: its loss sum and positive count (summed in a fixed order below).
   const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64});
   double* row = rows.data<double>();
-  const TileColumns<T> columns(E, B, D, tiles);
+  for (int64_t i = 0; i < B; ++i) st[2 * i] = -INFINITY, st[2 * i + 1] = 0;
 
-  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    // While streaming, st holds each anchor's running (max, sum) over its negatives.
-    for (int64_t i = r0; i < r1; ++i) st[2 * i] = -INFINITY, st[2 * i + 1] = 0;
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
-      const int64_t* yc = y + c0;
-      const T scale = T(inv_t);
-      for (int64_t i = r0; i < r1; ++i) {
-        // This tile's share of lse_i over i's negatives (Note [Vectorised tile rows]).
-        const T* s = S + (i - r0) * width;
-        const int64_t yi = y[i];
-        OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
-        fold_log_sum_exp<T>(
-            lse, width, buf.column_scratch, [=](int64_t k) { return s[k] * scale; },
-            [=](int64_t k) { return yc[k] != yi; });
-        st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
-      }
-    }
+  // While streaming, st holds each anchor's running (max, sum) over its negatives.
+  // s_ij / t lies in [-1 / t, 1 / t] (Note [Bounded log-sum-exp]).
+  const bool bounded = 2 * inv_t <= kBoundedLogSumExpRange;
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
+    const int64_t* yc = y + c0;
+    const T scale = T(inv_t);
     for (int64_t i = r0; i < r1; ++i) {
+      // This tile's share of lse_i over i's negatives (Note [Vectorised tile rows]).
+      const T* s = S + (i - r0) * (c1 - c0);
+      const int64_t yi = y[i];
+      OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
+      auto x = [=](int64_t k) { return s[k] * scale; };
+      auto negative = [=](int64_t k) { return yc[k] != yi; };
+      if (bounded)
+        fold_bounded_log_sum_exp<T>(lse, c1 - c0, scratch, scale, x, negative);
+      else
+        fold_log_sum_exp<T>(lse, c1 - c0, scratch, x, negative);
+      st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
+    }
+  };
+  for_each_similarity_tile<T>(tiles, E, B, D, e.dtype(), fold);
+
+  parallel_for(0, B, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
       const double lse_i = OnlineLogSumExp{st[2 * i], st[2 * i + 1]}.value();
       double loss_i = 0, dz_i = 0, count = 0;
       for (const int64_t j : members.of(i)) {
@@ -82,46 +86,40 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
                     double temperature, const Tensor& stats, const Tensor& pairs, const Tensor& de) {
   const int64_t B = e.size(0), D = e.size(1);
   T* dE = de.data<T>();
-  std::fill(dE, dE + B * D, T(0));
   const double P = pairs.data<double>()[0];
-  if (P == 0) return;
+  if (P == 0) {
+    std::fill(dE, dE + B * D, T(0));
+    return;
+  }
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
   const ClassMembers members(y, B);
   const double* st = stats.data<double>();
   const double inv_t = 1.0 / temperature, small = small_val<T>();
   const double scale = double(grad.data<T>()[0]) * inv_t / P;
-  const TileColumns<T> columns(E, B, D, tiles);
-  const TileSummands<T> summands(E, B, D);
+  // Per anchor, contiguous for the vectorised loop below: lse_i and scale * G_i.
+  const Tensor terms = Tensor::empty({2, B}, {.dtype = e.dtype()});
+  T* lse = terms.data<T>();
+  T* g = lse + B;
+  for (int64_t i = 0; i < B; ++i) lse[i] = T(st[2 * i]), g[i] = T(scale * st[2 * i + 1]);
   // dloss/ds_ij through anchor i's terms (ds_ji's is the same with i and j swapped).
   auto through_anchor = [&](int64_t i, int64_t j, double s) {
     return ntxent_weight(y[j] == y[i], s * inv_t, st[2 * i], st[2 * i + 1], small);
   };
-  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
-      // The columns' lse_j and scale * G_j, contiguous for the vectorised loop below.
-      T* lse_col = buf.column_scratch;
-      T* g_col = lse_col + width;
-      for (int64_t j = c0; j < c1; ++j) lse_col[j - c0] = T(st[2 * j]), g_col[j - c0] = T(scale * st[2 * j + 1]);
-      for (int64_t i = r0; i < r1; ++i) {
-        const T* s = S + (i - r0) * width;
-        T* w = buf.weights + (i - r0) * width;
-        // Every pair as a negative one (vectorisable; a positive pair may give inf * 0 here), then
-        // the positive pairs and the diagonal overwritten exactly (a row has as many as its class
-        // has other members).
-        const T t_inv = T(inv_t), lse_i = T(st[2 * i]), g_i = T(scale * st[2 * i + 1]);
-        for (int64_t k = 0; k < width; ++k) {
-          const T x = s[k] * t_inv;
-          w[k] = -(fast_exp(T(x - lse_i)) * g_i + fast_exp(T(x - lse_col[k])) * g_col[k]);
-        }
-        for (const int64_t j : members.in_columns(i, c0, c1))
-          w[j - c0] = i == j ? T(0) : T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
-      }
-      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
+  const T t_inv = T(inv_t);
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) {
+    // Every pair as a negative one (vectorisable; a positive pair may give inf * 0 here), then the
+    // positive pairs overwritten exactly (a row has as many as its class has other members).
+    const T *lse_col = lse + c0, *g_col = g + c0;
+    const T lse_i = lse[i], g_i = g[i], t = t_inv;  // locals: not reloaded per pair
+    for (int64_t k = 0; k < c1 - c0; ++k) {
+      const T x = s[k] * t;
+      w[k] = -(fast_exp(T(x - lse_i)) * g_i + fast_exp(T(x - lse_col[k])) * g_col[k]);
     }
-  });
+    for (const int64_t j : members.in_columns(i, c0, c1))
+      if (j != i) w[j - c0] = T(scale * (through_anchor(i, j, s[j - c0]) + through_anchor(j, i, s[j - c0])));
+  };
+  accumulate_similarity_gradient<T>(tiles, E, B, D, e.dtype(), dE, row_weights);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 // backward pass recomputes the tiles and turns each into a tile of weights W = dloss/dS, then
 // accumulates dA[rows] += W B[cols] with the GEMM. Rows are owned by one task, so nothing is
 // written twice and the sums run in a fixed order: the results do not depend on the thread
-// count, and only in the last bits on the tile size.
+// count, and only in the last bits on the tile size. The losses over one set of rows with
+// itself use its symmetry instead (ops/cpu/self_similarity_passes.h).
 #pragma once
 
 #include <algorithm>
@@ -172,6 +173,30 @@ void fold_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&&
   lse.merge({double(m), sum});
 }
 
+// Note [Bounded log-sum-exp]: where a loss knows before streaming that every value it folds into
+// a log-sum-exp is at most `upper`, and that nothing below upper - kBoundedLogSumExpRange can
+// matter (cosine similarities over a temperature, |s| <= 1 for normalised rows, or a fixed term
+// exp(0) as in Multi-Similarity), it folds exp(x - upper) in one pass with no max: every term is
+// at most 1 (no overflow), and none that matters underflows (f32's fast_exp flushes below e^-87;
+// 64 leaves f32's 24 bits of headroom). fold_log_sum_exp's three passes and the horizontal
+// reductions after each were most of a fold's time at the 64 to 128 columns of a square tile row.
+// Losses check the bound from their parameters and fall back to fold_log_sum_exp outside it.
+constexpr double kBoundedLogSumExpRange = 64;
+
+// Folds log sum exp(x(k)) over the k in [0, n) with keep(k) into lse, every x(k) <= upper (Note
+// [Bounded log-sum-exp]); scratch: n values of T. The terms go to scratch first, so that both
+// loops vectorise (GCC keeps a lane sum with the mask and the exp inside it scalar). A NaN value
+// makes the sum NaN, which poisons lse.
+template <class T, class X, class Keep>
+void fold_bounded_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, T upper, X&& x, Keep&& keep) {
+  for (int64_t k = 0; k < n; ++k) {
+    const T term = fast_exp(T(x(k) - upper));
+    scratch[k] = keep(k) ? term : T(0);
+  }
+  const double sum = lane_sum(n, [&](int64_t k) { return scratch[k]; });
+  if (sum != 0) lse.merge({double(upper), sum});
+}
+
 // fold_log_sum_exp over a few columns of a tile row only: the `members` (ascending batch
 // indices, e.g. ClassMembers::in_columns) other than `self`, at tile offsets j - c0. Their values
 // are gathered into scratch first, so that a row's few positives cost a pass over themselves
@@ -183,49 +208,6 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
   for (const int64_t j : members)
     if (j != self) scratch[n++] = x(j - c0);
   fold_log_sum_exp<T>(lse, n, scratch, [=](int64_t k) { return scratch[k]; }, [](int64_t) { return true; });
-}
-
-// Note [Self-similarity passes]: the losses over the similarities of one set of rows with
-// itself (S = E E^T) share two passes. The forward visits every tile, a row block's tiles in
-// column order by one task, so per-row statistics kept in arrays indexed by the row need no
-// locking and fold in a fixed order (row_scratch: tiles.cols values of T, e.g. for fold_log_sum_exp):
-//   for_each_similarity_tile<T>(tiles, E, B, D, dtype, [&](int64_t r0, int64_t r1, int64_t c0,
-//                                                          int64_t c1, const T* S, T* row_scratch) { ... });
-// The backward writes dE (B, D) = sum_j W_ij e_j, W_ij = dL/ds_ij + dL/ds_ji for i != j (the two
-// places e_i meets e_j of a loss L(S) of the symmetric S; 0 on the diagonal). row_weights fills
-// one tile row, w[k] = W_ij for j = c0 + k, from s[k] = s_ij (Note [Vectorised tile rows]); the
-// diagonal is zeroed after it:
-//   accumulate_similarity_gradient<T>(tiles, E, B, D, dtype, dE,
-//                                     [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) { ... });
-template <class T, class Visit>
-void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
-  const TileColumns<T> columns(E, B, D, tiles);
-  for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols);
-      visit(r0, r1, c0, c1, similarity_tile(E, columns, r0, r1, c0, c1, buf), buf.column_scratch);
-    }
-  });
-}
-
-template <class T, class RowWeights>
-void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
-                                    RowWeights&& row_weights) {
-  std::fill(dE, dE + B * D, T(0));
-  const TileColumns<T> columns(E, B, D, tiles);
-  const TileSummands<T> summands(E, B, D);
-  for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
-      for (int64_t i = r0; i < r1; ++i) {
-        T* w = buf.weights + (i - r0) * width;
-        row_weights(i, c0, c1, S + (i - r0) * width, w);
-        if (i >= c0 && i < c1) w[i - c0] = T(0);
-      }
-      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
-    }
-  });
 }
 
 // Note [Streamed cross similarities]: a loss over S = A B^T with two different matrices (the

@@ -1,5 +1,5 @@
 // SupCon on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
-// (Note [Self-similarity passes] in ops/cpu/similarity_tiles.h):
+// (Note [Self-similarity passes] in ops/cpu/self_similarity_passes.h):
 //   forward   one pass of similarity tiles folds each anchor's lse_i over every j != i, a tile
 //             row at a time (Note [Vectorised tile rows]), and its positive count P_i and the sum
 //             S_i of its positives' s_ij / t from the few columns of its class (ClassMembers); the
@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "ops/cpu/class_members.h"
-#include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/self_similarity_passes.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
@@ -33,6 +33,8 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   for (int64_t i = 0; i < B; ++i) run[4 * i] = -INFINITY, run[4 * i + 1] = 0, run[4 * i + 2] = 0, run[4 * i + 3] = 0;
 
   const ClassMembers members(y, B);
+  // s_ij / t lies in [-1 / t, 1 / t] (Note [Bounded log-sum-exp]).
+  const bool bounded = 2 * inv_t <= kBoundedLogSumExpRange;
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
     const T t_inv = T(inv_t);
     for (int64_t i = r0; i < r1; ++i) {
@@ -40,8 +42,12 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       OnlineLogSumExp lse{r[0], r[1]};
       const T* s = S + (i - r0) * (c1 - c0);
       const int64_t self = i - c0;  // the diagonal's column, when in this tile
-      fold_log_sum_exp<T>(
-          lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * t_inv; }, [=](int64_t k) { return k != self; });
+      auto x = [=](int64_t k) { return s[k] * t_inv; };
+      auto other = [=](int64_t k) { return k != self; };
+      if (bounded)
+        fold_bounded_log_sum_exp<T>(lse, c1 - c0, scratch, t_inv, x, other);
+      else
+        fold_log_sum_exp<T>(lse, c1 - c0, scratch, x, other);
       for (const int64_t j : members.in_columns(i, c0, c1))  // the positives: P_i and S_i
         if (j != i) r[2] += 1, r[3] += double(s[j - c0]) * inv_t;
       r[0] = lse.max, r[1] = lse.sum;

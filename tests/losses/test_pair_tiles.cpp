@@ -1,12 +1,17 @@
 // What the CPU pair losses share beneath their formulas (ops/cpu/similarity_tiles.h,
-// ops/cpu/class_members.h): the per-class member lists they visit positives through, and f32
-// tiles that start on the prepacked panels of E (Note [Prepacked rows]) agreeing with tiles that
-// take the plain GEMM, over a batch of several tiles in both directions.
+// ops/cpu/self_similarity_passes.h, ops/cpu/class_members.h): the per-class member lists they
+// visit positives through, the rounds of symmetric tiles, f32 tiles that start on the prepacked
+// panels of E (Note [Prepacked rows]) agreeing with tiles that take the plain GEMM, over a batch
+// of several tiles in both directions, and the same bits at any thread count.
+#include <set>
+#include <utility>
 #include <vector>
 
+#include "core/parallel.h"
 #include "ember.h"
 #include "metric_loss_testing.h"
 #include "ops/cpu/class_members.h"
+#include "ops/cpu/self_similarity_passes.h"
 
 using namespace ember;
 using namespace ember::metric_testing;
@@ -67,4 +72,62 @@ TEST_CASE("f32 pair losses: tiles on the packed panels agree with tiles on the p
       test::check_close(streamed.grad, whole.grad, 1e-4, 1e-6);
     }
   }
+}
+
+TEST_CASE("BlockRounds pairs every two blocks exactly once, and no block twice in a round", "[losses][pairs]") {
+  for (int64_t blocks = 0; blocks <= 9; ++blocks) {
+    INFO(blocks << " blocks");
+    const cpu::BlockRounds rounds(blocks);
+    std::set<std::pair<int64_t, int64_t>> seen;
+    for (int64_t r = 0; r < rounds.rounds(); ++r) {
+      std::set<int64_t> in_round;
+      for (int64_t k = 0; k < rounds.pairs_per_round(); ++k) {
+        const auto [I, J] = rounds.pair(r, k);
+        if (I < 0) continue;  // the bye of an odd count
+        REQUIRE((0 <= I && I < J && J < blocks));
+        CHECK(seen.insert({I, J}).second);
+        CHECK(in_round.insert(I).second);
+        CHECK(in_round.insert(J).second);
+      }
+      CHECK(int64_t(in_round.size()) >= blocks - 1);  // everyone plays but the bye
+    }
+    CHECK(int64_t(seen.size()) == blocks * (blocks - 1) / 2);
+  }
+}
+
+// Note [Symmetric tile rounds]: a row's tiles fold in an order fixed by B and the tile size,
+// whichever thread computes them. 7 blocks of 40 rows and a short one: a bye in every round.
+TEST_CASE("CPU pair losses give the same bits at 1, 2 and 3 threads", "[losses][pairs]") {
+  TilesGuard guard;
+  set_pair_tiles({.rows = 40, .cols = 96});
+  const int before = num_threads();
+  const int64_t B = 300;
+  std::vector<int64_t> labels(B);
+  for (int64_t i = 0; i < B; ++i) labels[size_t(i)] = (i * 7) % 60;
+  const Tensor y = labels_of(labels);
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    Generator gen(5);
+    const Tensor emb = randn({B, 24}, {.dtype = dtype}, &gen);
+    const std::vector<std::pair<const char*, LossFn>> losses = {
+        {"ntxent", [](const Tensor& x, const Tensor& l) { return ntxent_loss(x, l); }},
+        {"supcon", [](const Tensor& x, const Tensor& l) { return supcon_loss(x, l); }},
+        {"contrastive", [](const Tensor& x, const Tensor& l) { return contrastive_loss(x, l); }},
+        {"multisim", [](const Tensor& x, const Tensor& l) { return multi_similarity_loss(x, l); }},
+        {"triplet", [](const Tensor& x, const Tensor& l) { return triplet_margin_loss(x, l); }},
+    };
+    for (const auto& [name, fn] : losses) {
+      INFO(name << " in " << dtype_name(dtype));
+      std::vector<LossAndGrad> results;
+      for (const int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        results.push_back(loss_and_grad(fn, emb, y));
+      }
+      set_num_threads(before);
+      for (size_t t = 1; t < results.size(); ++t) {
+        CHECK(results[t].loss.item() == results[0].loss.item());
+        CHECK(max(abs(sub(results[t].grad, results[0].grad))).item() == 0.0);
+      }
+    }
+  }
+  set_num_threads(before);
 }

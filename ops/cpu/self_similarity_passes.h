@@ -1,0 +1,145 @@
+// The two passes of the pair losses over the similarities of one set of rows with itself,
+// S = E E^T with E (B, D) row-major (NT-Xent, SupCon, Multi-Similarity on the CPU):
+//
+//   for_each_similarity_tile<T>(tiles, E, B, D, dtype,
+//       [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* row_scratch) { ... });
+//       // S[(i - r0) * (c1 - c0) + (j - c0)] = s_ij; row_scratch: c1 - c0 values of T
+//   accumulate_similarity_gradient<T>(tiles, E, B, D, dtype, dE,
+//       [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* w) { ... });
+//       // w[k] = W_ij for j = c0 + k from s[k] = s_ij; dE (B, D) = W E
+//
+// Note [Self-similarity passes]: the forward shows every row i every s_ij, j in [0, B), a tile
+// row at a time, to fold into per-row statistics kept in arrays indexed by the row: no two tasks
+// hold tiles of the same rows at once, so nothing needs locking, and a row's tiles come in an
+// order fixed by B and the tile size alone (Note [Symmetric tile rounds]), so the results do not
+// depend on the thread count. The backward writes dE = W E with W_ij = dL/ds_ij + dL/ds_ji for
+// i != j (the two places e_i meets e_j in a loss L(S) of the symmetric S; 0 on the diagonal):
+// row_weights fills one tile row of W, and the diagonal is zeroed after it.
+//
+// Note [Symmetric tile rounds]: S and W are symmetric, so each pass computes only the square
+// tiles (I, J) with I <= J of a partition of the rows into blocks of tiles.rows: the forward
+// shows tile (I, J) to the rows of I and its transpose to the rows of J, and the backward adds
+// W_IJ E_J to dE_I and W_IJ^T E_I to dE_J. That halves the similarity GEMM of the forward and
+// the recomputed one of the backward (at B 512, D 128: 3 of the 4 GEMMs of 67 MFLOP become 2).
+// A tile writes the rows of two blocks, so the tiles run in rounds whose tiles share no block:
+// first the diagonal tiles, then the off-diagonal pairs of a round-robin tournament (the circle
+// method: block n - 1 fixed, the others rotating; a bye when the count is odd). A round has about
+// blocks / 2 tiles that can run at once, so B / tiles.rows should be at least twice the thread
+// count.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <utility>
+
+#include "core/parallel.h"
+#include "ops/cpu/similarity_tiles.h"
+
+namespace ember::cpu {
+
+// The rounds of Note [Symmetric tile rounds] over `blocks` blocks: every pair I < J exactly once,
+// no block twice in a round.
+class BlockRounds {
+ public:
+  explicit BlockRounds(int64_t blocks) : blocks_(blocks), players_(blocks + (blocks & 1)) {}
+  int64_t rounds() const { return blocks_ < 2 ? 0 : players_ - 1; }
+  int64_t pairs_per_round() const { return players_ / 2; }
+  // Pair k of round r as (I, J), I < J; (-1, -1) for the bye of an odd block count.
+  std::pair<int64_t, int64_t> pair(int64_t r, int64_t k) const {
+    const int64_t m = players_ - 1;  // odd: the rotating blocks
+    const int64_t a = k == 0 ? m : (r + k) % m, b = k == 0 ? r : (r - k + m) % m;
+    if (a >= blocks_ || b >= blocks_) return {-1, -1};
+    return {std::min(a, b), std::max(a, b)};
+  }
+
+ private:
+  int64_t blocks_, players_;
+};
+
+// out (cols, rows) = in (rows, cols)^T, both row-major.
+template <class T>
+void transpose_tile(const T* in, int64_t rows, int64_t cols, T* out) {
+  constexpr int64_t kStrip = 16;  // rows read together, so that each output row is written in runs
+  for (int64_t i0 = 0; i0 < rows; i0 += kStrip) {
+    const int64_t i1 = std::min(rows, i0 + kStrip);
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = i0; i < i1; ++i) out[j * rows + i] = in[i * cols + j];
+  }
+}
+
+// Runs fn(r0, r1, c0, c1, buffers) for the tiles [r0, r1) x [c0, c1) on and above the diagonal
+// of the B x B matrix in blocks of `block`, each block's tiles in the order of Note [Symmetric
+// tile rounds]. Tasks claim tiles in that order, and a tile waits only for the earlier tiles of
+// its own two blocks (a counter per block), not for a whole round: a slow tile delays just the
+// tiles that need its rows, and claiming in order means the tiles waited for are always running.
+template <class T, class Fn>
+void for_each_symmetric_tile(int64_t B, int64_t block, DType dtype, Fn&& fn) {
+  const int64_t blocks = (B + block - 1) / block;
+  if (blocks == 0) return;
+  const BlockRounds rounds(blocks);
+  const int64_t per_round = rounds.pairs_per_round(), tiles = blocks + rounds.rounds() * per_round;
+  // Tiles of block b before round r: its diagonal, then one per round but its bye (round b of an
+  // odd count: pair 0 of round r is (r, the missing block)).
+  auto tiles_before = [&](int64_t b, int64_t r) { return 1 + r - ((blocks & 1) && b < r ? 1 : 0); };
+  const Tensor finished = Tensor::empty({blocks}, {.dtype = DType::i64});  // tiles done, per block
+  int64_t* done = finished.data<int64_t>();
+  std::fill(done, done + blocks, int64_t(0));
+  std::atomic<int64_t> next{0};
+  parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
+    TileBuffers<T> buf({block, block}, dtype);
+    for (int64_t t = next.fetch_add(1); t < tiles; t = next.fetch_add(1)) {
+      if (t < blocks) {  // the diagonal tiles come first and wait for nothing
+        fn(t * block, std::min(B, (t + 1) * block), t * block, std::min(B, (t + 1) * block), buf);
+        std::atomic_ref<int64_t>(done[t]).fetch_add(1, std::memory_order_release);
+        continue;
+      }
+      const int64_t r = (t - blocks) / per_round;
+      const auto [I, J] = rounds.pair(r, (t - blocks) % per_round);
+      if (I < 0) continue;  // the bye
+      while (std::atomic_ref<int64_t>(done[I]).load(std::memory_order_acquire) < tiles_before(I, r) ||
+             std::atomic_ref<int64_t>(done[J]).load(std::memory_order_acquire) < tiles_before(J, r))
+        std::this_thread::yield();
+      fn(I * block, std::min(B, (I + 1) * block), J * block, std::min(B, (J + 1) * block), buf);
+      std::atomic_ref<int64_t>(done[I]).fetch_add(1, std::memory_order_release);
+      std::atomic_ref<int64_t>(done[J]).fetch_add(1, std::memory_order_release);
+    }
+  });
+}
+
+template <class T, class Visit>
+void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
+  const int64_t block = tiles.rows;
+  const TileColumns<T> columns(E, B, D, {block, block});
+  for_each_symmetric_tile<T>(B, block, dtype, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
+    const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
+    visit(r0, r1, c0, c1, S, buf.column_scratch);
+    if (r0 == c0) return;
+    transpose_tile(S, r1 - r0, c1 - c0, buf.weights);
+    visit(c0, c1, r0, r1, static_cast<const T*>(buf.weights), buf.column_scratch);
+  });
+}
+
+template <class T, class RowWeights>
+void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
+                                    RowWeights&& row_weights) {
+  std::fill(dE, dE + B * D, T(0));
+  const int64_t block = tiles.rows;
+  const TileColumns<T> columns(E, B, D, {block, block});
+  const TileSummands<T> summands(E, B, D);
+  for_each_symmetric_tile<T>(B, block, dtype, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
+    const int64_t width = c1 - c0;
+    const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
+    for (int64_t i = r0; i < r1; ++i) {
+      T* w = buf.weights + (i - r0) * width;
+      row_weights(i, c0, c1, S + (i - r0) * width, w);
+      if (i >= c0 && i < c1) w[i - c0] = T(0);
+    }
+    accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);  // dE_I += W_IJ E_J
+    if (r0 != c0)                                                 // dE_J += W_IJ^T E_I
+      gemm_summands(true, width, r1 - r0, T(1), buf.weights, width, summands, r0, T(1), dE + c0 * D);
+  });
+}
+
+}  // namespace ember::cpu
