@@ -49,7 +49,8 @@ inline double fast_exp(double x) { return std::exp(x); }
 // Note [Lane reductions]: without -ffast-math a loop `s += v[i]` must add in order, so it
 // cannot be vectorised. These keep kAccLanes independent partial results (lane k takes
 // elements k, k + kAccLanes, ...) that the compiler maps onto vector registers, and combine
-// them at the end. Sums accumulate in double.
+// them at the end, pairwise (a chain of 16 dependent adds would cost more than the vector loop
+// over a 64-wide tile row). Sums accumulate in double.
 constexpr int64_t kAccLanes = 16;
 
 // max over f(0..n-1) of type T (-inf when n = 0; NaNs are skipped, a NaN input still poisons
@@ -70,8 +71,9 @@ T lane_max(int64_t n, F f) {
     const T v = f(i);
     m = v > m ? v : m;
   }
-  for (int64_t k = 0; k < kAccLanes; ++k) m = part[k] > m ? part[k] : m;
-  return m;
+  for (int64_t half = kAccLanes / 2; half > 0; half /= 2)
+    for (int64_t k = 0; k < half; ++k) part[k] = part[k + half] > part[k] ? part[k + half] : part[k];
+  return part[0] > m ? part[0] : m;
 }
 
 // sum over f(0..n-1), accumulated in double.
@@ -83,8 +85,9 @@ double lane_sum(int64_t n, F f) {
     for (int64_t k = 0; k < kAccLanes; ++k) part[k] += double(f(i + k));
   double s = 0;
   for (; i < n; ++i) s += double(f(i));
-  for (int64_t k = 0; k < kAccLanes; ++k) s += part[k];
-  return s;
+  for (int64_t half = kAccLanes / 2; half > 0; half /= 2)
+    for (int64_t k = 0; k < half; ++k) part[k] += part[k + half];
+  return s + part[0];
 }
 
 // a b + c with one rounding where the build has FMA instructions (std::fma, which GCC
