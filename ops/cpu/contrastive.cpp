@@ -1,6 +1,6 @@
 // Contrastive loss on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
-// in L2 distance tiles (Note [Streamed pairs] in ops/cpu/similarity_tiles.h, Note [L2 distances]
-// in ops/metric_rules.h):
+// in L2 distance tiles (Note [Self-similarity passes] in ops/cpu/self_similarity_passes.h, Note
+// [L2 distances] in ops/metric_rules.h):
 //   forward   one pass of distance tiles sums each anchor's positive and negative terms and
 //             counts those > 0, a tile row at a time in T and lanes (Note [Vectorised tile rows]);
 //   backward  one pass of tiles turns d_ij into the coefficient c_ij of (e_i - e_j) in de_i and
@@ -10,7 +10,7 @@
 // 2 slope / N for a negative one (slope from contrastive_slope: +1, -1 or 0).
 #include <algorithm>
 
-#include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/self_similarity_passes.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
@@ -23,46 +23,41 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
-  const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
-  const double* n = norms.data<double>();
-  row_squared_norms(E, B, D, norms.data<double>());
-  const TileColumns<T> columns(E, B, D, tiles);
   // Per anchor: [positive sum, positive count, negative sum, negative count], summed in order below.
   const Tensor rows = Tensor::empty({B, 4}, {.dtype = DType::f64});
   double* row = rows.data<double>();
-
-  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    std::fill(row + 4 * r0, row + 4 * r1, 0.0);
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, width);
-      const int64_t* yc = y + c0;
-      T* pos_term = buf.column_scratch;  // 4 rows of width: terms and whether each is > 0
-      T* neg_term = pos_term + width;
-      T* pos_on = neg_term + width;
-      T* neg_on = pos_on + width;
-      const T pm = T(pos_margin), nm = T(neg_margin);
-      for (int64_t i = r0; i < r1; ++i) {
-        const T* d = buf.similarities + (i - r0) * width;
-        const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
-        // contrastive_term in T for every pair, as the positive and as the negative kind, kept
-        // where the pair is of that kind (Note [Vectorised tile rows]), then summed in lanes.
-        for (int64_t k = 0; k < width; ++k) {
-          const bool positive = yc[k] == yi, other = k != self;
-          const T p = d[k] - pm, n = nm - d[k];
-          pos_term[k] = positive && other && p > T(0) ? p : T(0);
-          neg_term[k] = !positive && n > T(0) ? n : T(0);
-          pos_on[k] = pos_term[k] > T(0) ? T(1) : T(0);
-          neg_on[k] = neg_term[k] > T(0) ? T(1) : T(0);
-        }
-        double* r = row + 4 * i;
-        r[0] += lane_sum(width, [&](int64_t k) { return pos_term[k]; });
-        r[1] += lane_sum(width, [&](int64_t k) { return pos_on[k]; });
-        r[2] += lane_sum(width, [&](int64_t k) { return neg_term[k]; });
-        r[3] += lane_sum(width, [&](int64_t k) { return neg_on[k]; });
+  std::fill(row, row + 4 * B, 0.0);
+  const T pm = T(pos_margin), nm = T(neg_margin);
+  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* dist, T* scratch) {
+    const int64_t width = c1 - c0;
+    const int64_t* yc = y + c0;
+    T* pos_term = scratch;  // 4 rows of width: terms and whether each is > 0
+    T* neg_term = pos_term + width;
+    T* pos_on = neg_term + width;
+    T* neg_on = pos_on + width;
+    for (int64_t i = r0; i < r1; ++i) {
+      const T* d = dist + (i - r0) * width;
+      const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+      // contrastive_term in T for every pair, as the positive and as the negative kind, kept
+      // where the pair is of that kind (Note [Vectorised tile rows]), then summed in lanes.
+      // A branch-free body on locals (a margin read through the closure might alias the stores).
+      const T pmi = pm, nmi = nm;  // locals: not reloaded per pair
+      for (int64_t k = 0; k < width; ++k) {
+        const bool positive = yc[k] == yi;
+        const T p = d[k] - pmi, n = nmi - d[k];
+        const bool pos = positive & (p > T(0)), neg = !positive & (n > T(0));
+        pos_term[k] = pos ? p : T(0), neg_term[k] = neg ? n : T(0);
+        pos_on[k] = pos ? T(1) : T(0), neg_on[k] = neg ? T(1) : T(0);
       }
+      if (self >= 0 && self < width) pos_term[self] = pos_on[self] = T(0);  // (i, i) is no pair
+      double* r = row + 4 * i;
+      r[0] += lane_sum(width, [&](int64_t k) { return pos_term[k]; });
+      r[1] += lane_sum(width, [&](int64_t k) { return pos_on[k]; });
+      r[2] += lane_sum(width, [&](int64_t k) { return neg_term[k]; });
+      r[3] += lane_sum(width, [&](int64_t k) { return neg_on[k]; });
     }
-  });
+  };
+  for_each_pair_tile<T>(tiles, DistanceTiles<T>(E, B, D, tiles.rows), e.dtype(), fold);
 
   double sums[4] = {0, 0, 0, 0};
   for (int64_t i = 0; i < B; ++i)
@@ -85,59 +80,58 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const int64_t* y = labels.data<int64_t>();
   const double g = double(grad.data<T>()[0]);
   const double pos_scale = P > 0 ? 2 * g / P : 0, neg_scale = N > 0 ? 2 * g / N : 0;
-  const Tensor norms = Tensor::empty({B}, {.dtype = DType::f64});
-  const double* n = norms.data<double>();
-  row_squared_norms(E, B, D, norms.data<double>());
-  const TileColumns<T> columns(E, B, D, tiles);
-  const TileSummands<T> summands(E, B, D);
+  const DistanceTiles<T> distances(E, B, D, tiles.rows);
+  const double* n = distances.norms.template data<double>();
+  // Per row: the sum of its far pairs' coefficients, for dE_i += (sum_j c_ij) e_i at the end.
   const Tensor row_sums = Tensor::empty({B}, {.dtype = DType::f64});
   double* rs = row_sums.data<double>();
-
-  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    std::fill(rs + r0, rs + r1, 0.0);
-    for (int64_t c0 = 0; c0 < B; c0 += tiles.cols) {
-      const int64_t c1 = std::min(B, c0 + tiles.cols), width = c1 - c0;
-      distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, width);
-      const int64_t* yc = y + c0;
-      const double* nc = n + c0;
-      const T pm = T(pos_margin), nm = T(neg_margin), ps = T(pos_scale), ns = T(-neg_scale);
-      for (int64_t i = r0; i < r1; ++i) {
-        const T* d = buf.similarities + (i - r0) * width;
-        T* w = buf.weights + (i - r0) * width;
-        const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
-        const double ni = n[i];
-        // c_ij = slope scale / d_ij (contrastive_slope, distance_coefficient) in T for every pair
-        // (Note [Vectorised tile rows]); a far pair's goes to the GEMM's weights, a near one's
-        // (is_near_pair, tested in T as in distance_tile) is added from the differences below.
-        // Every operand computed, & rather than &&: a branch-free loop body (Note [Vectorised tile rows]).
-        auto coefficient = [=](int64_t k) {
-          const bool positive = yc[k] == yi;
-          const T dk = d[k];
-          const bool above = dk > pm, below = dk < nm;
-          const bool active = (k != self) & (dk > T(0)) & ((positive & above) | (!positive & below));
-          return (active ? (positive ? ps : ns) : T(0)) / (active ? dk : T(1));  // a division used as is
-        };
-        auto is_near = [=](int64_t k, T c) {
-          const T threshold = near_pair_bound<T>(ni, nc[k]);
-          return (c != T(0)) & (d[k] * d[k] <= threshold);
-        };
-        int64_t near = 0;
-        for (int64_t k = 0; k < width; ++k) {
-          const T c = coefficient(k);
-          const bool close = is_near(k, c);
-          near += close ? 1 : 0;
-          w[k] = close ? T(0) : -c;
-        }
-        rs[i] -= lane_sum(width, [&](int64_t k) { return w[k]; });
-        if (near > 0)
-          for (int64_t k = 0; k < width; ++k) {
-            const T c = coefficient(k);
-            if (is_near(k, c)) add_scaled_difference(dE + i * D, double(c), E + i * D, E + (c0 + k) * D, D);
-          }
-      }
-      accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);
+  std::fill(rs, rs + B, 0.0);
+  const T pm = T(pos_margin), nm = T(neg_margin), ps = T(pos_scale), ns = T(-neg_scale);
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* d, T* w) {
+    const int64_t width = c1 - c0;
+    const int64_t* yc = y + c0;
+    const double* nc = n + c0;
+    const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
+    const bool off_diagonal = self < 0 || self >= width;  // the pairs also count for the rows c0 + k
+    const double ni = n[i];
+    const T pmi = pm, nmi = nm, psi = ps, nsi = ns;  // locals: not reloaded per pair
+    // c_ij = slope scale / d_ij (contrastive_slope, distance_coefficient) in T for every pair
+    // (Note [Vectorised tile rows]); a far pair's goes to the GEMM's weights, a near one's
+    // (is_near_pair, tested in T as in distance_tile) is added from the differences below.
+    // Every operand computed, & rather than &&: a branch-free loop body (Note [Vectorised tile rows]).
+    auto coefficient = [=](int64_t k) {
+      const bool positive = yc[k] == yi;
+      const T dk = d[k];
+      const bool above = dk > pmi, below = dk < nmi;
+      const bool active = (k != self) & (dk > T(0)) & ((positive & above) | (!positive & below));
+      return (active ? (positive ? psi : nsi) : T(0)) / (active ? dk : T(1));  // a division used as is
+    };
+    auto is_near = [=](int64_t k, T c) {
+      const T threshold = near_pair_bound<T>(ni, nc[k]);
+      return (c != T(0)) & (d[k] * d[k] <= threshold);
+    };
+    int64_t near = 0;
+    for (int64_t k = 0; k < width; ++k) {
+      const T c = coefficient(k);
+      const bool close = is_near(k, c);
+      near += close ? 1 : 0;
+      w[k] = close ? T(0) : -c;
     }
-    for (int64_t i = r0; i < r1; ++i)
+    rs[i] -= lane_sum(width, [&](int64_t k) { return w[k]; });
+    if (off_diagonal)
+      for (int64_t k = 0; k < width; ++k) rs[c0 + k] -= double(w[k]);
+    if (near > 0)
+      for (int64_t k = 0; k < width; ++k) {
+        const T c = coefficient(k);
+        if (!is_near(k, c)) continue;
+        const int64_t j = c0 + k;
+        add_scaled_difference(dE + i * D, double(c), E + i * D, E + j * D, D);
+        if (off_diagonal) add_scaled_difference(dE + j * D, double(c), E + j * D, E + i * D, D);
+      }
+  };
+  accumulate_pair_gradient<T>(tiles, distances, e.dtype(), dE, row_weights);
+  parallel_for(0, B, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
       for (int64_t d = 0; d < D; ++d) dE[i * D + d] = T(double(dE[i * D + d]) + rs[i] * double(E[i * D + d]));
   });
 }

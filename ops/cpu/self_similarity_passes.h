@@ -1,5 +1,7 @@
 // The two passes of the pair losses over the similarities of one set of rows with itself,
-// S = E E^T with E (B, D) row-major (NT-Xent, SupCon, Multi-Similarity on the CPU):
+// S = E E^T with E (B, D) row-major (NT-Xent, SupCon, Multi-Similarity on the CPU), or over
+// their L2 distances (Contrastive: for_each_pair_tile and accumulate_pair_gradient with
+// DistanceTiles):
 //
 //   for_each_similarity_tile<T>(tiles, E, B, D, dtype,
 //       [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* row_scratch) { ... });
@@ -108,29 +110,62 @@ void for_each_symmetric_tile(int64_t B, int64_t block, DType dtype, Fn&& fn) {
   });
 }
 
-template <class T, class Visit>
-void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
-  const int64_t block = tiles.rows;
-  const TileColumns<T> columns(E, B, D, {block, block});
-  for_each_symmetric_tile<T>(B, block, dtype, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
-    const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
-    visit(r0, r1, c0, c1, S, buf.column_scratch);
-    if (r0 == c0) return;
-    transpose_tile(S, r1 - r0, c1 - c0, buf.weights);
-    visit(c0, c1, r0, r1, static_cast<const T*>(buf.weights), buf.column_scratch);
-  });
+// The tiles of a pass: similarities s_ij = e_i . e_j, or L2 distances d_ij = |e_i - e_j| (Note
+// [L2 distances] in ops/metric_rules.h). Either computes tile [r0, r1) x [c0, c1) into
+// buffers.similarities and returns it.
+template <class T>
+struct SimilarityTiles {
+  const T* E;
+  int64_t B, D;
+  TileColumns<T> columns;
+  SimilarityTiles(const T* E, int64_t B, int64_t D, int64_t block) : E(E), B(B), D(D), columns(E, B, D, {block, block}) {}
+  const T* operator()(int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) const {
+    return similarity_tile(E, columns, r0, r1, c0, c1, buf);
+  }
+};
+template <class T>
+struct DistanceTiles {
+  const T* E;
+  int64_t B, D;
+  TileColumns<T> columns;
+  Tensor norms;  // (B) f64, |e_i|^2
+  DistanceTiles(const T* E, int64_t B, int64_t D, int64_t block)
+      : E(E), B(B), D(D), columns(E, B, D, {block, block}), norms(Tensor::empty({B}, {.dtype = DType::f64})) {
+    row_squared_norms(E, B, D, norms.data<double>());
+  }
+  const T* operator()(int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) const {
+    const double* n = norms.data<double>();
+    distance_tile(E, columns, n, n, r0, r1, c0, c1, buf.similarities, c1 - c0);
+    return buf.similarities;
+  }
+};
+
+// The forward pass of Note [Self-similarity passes] over the tiles of `tile_of` (SimilarityTiles
+// or DistanceTiles), in square tiles of tiles.rows.
+template <class T, class Tiles, class Visit>
+void for_each_pair_tile(const PairTiles& tiles, const Tiles& tile_of, DType dtype, Visit&& visit) {
+  for_each_symmetric_tile<T>(tile_of.B, tiles.rows, dtype,
+                             [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
+                               const T* S = tile_of(r0, r1, c0, c1, buf);
+                               visit(r0, r1, c0, c1, S, buf.column_scratch);
+                               if (r0 == c0) return;
+                               transpose_tile(S, r1 - r0, c1 - c0, buf.weights);
+                               visit(c0, c1, r0, r1, static_cast<const T*>(buf.weights), buf.column_scratch);
+                             });
 }
 
-template <class T, class RowWeights>
-void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
-                                    RowWeights&& row_weights) {
+// The backward pass: dE = W E over the tiles of `tile_of`. row_weights(i, c0, c1, s, w) may also
+// update state of row i and, in an off-diagonal tile (i outside [c0, c1)), of the rows c0 + k:
+// the tile holds both blocks.
+template <class T, class Tiles, class RowWeights>
+void accumulate_pair_gradient(const PairTiles& tiles, const Tiles& tile_of, DType dtype, T* dE,
+                              RowWeights&& row_weights) {
+  const int64_t B = tile_of.B, D = tile_of.D;
   std::fill(dE, dE + B * D, T(0));
-  const int64_t block = tiles.rows;
-  const TileColumns<T> columns(E, B, D, {block, block});
-  const TileSummands<T> summands(E, B, D);
-  for_each_symmetric_tile<T>(B, block, dtype, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
+  const TileSummands<T> summands(tile_of.E, B, D);
+  for_each_symmetric_tile<T>(B, tiles.rows, dtype, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
     const int64_t width = c1 - c0;
-    const T* S = similarity_tile(E, columns, r0, r1, c0, c1, buf);
+    const T* S = tile_of(r0, r1, c0, c1, buf);
     for (int64_t i = r0; i < r1; ++i) {
       T* w = buf.weights + (i - r0) * width;
       row_weights(i, c0, c1, S + (i - r0) * width, w);
@@ -140,6 +175,17 @@ void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t 
     if (r0 != c0)                                                 // dE_J += W_IJ^T E_I
       gemm_summands(true, width, r1 - r0, T(1), buf.weights, width, summands, r0, T(1), dE + c0 * D);
   });
+}
+
+template <class T, class Visit>
+void for_each_similarity_tile(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, Visit&& visit) {
+  for_each_pair_tile<T>(tiles, SimilarityTiles<T>(E, B, D, tiles.rows), dtype, visit);
+}
+
+template <class T, class RowWeights>
+void accumulate_similarity_gradient(const PairTiles& tiles, const T* E, int64_t B, int64_t D, DType dtype, T* dE,
+                                    RowWeights&& row_weights) {
+  accumulate_pair_gradient<T>(tiles, SimilarityTiles<T>(E, B, D, tiles.rows), dtype, dE, row_weights);
 }
 
 }  // namespace ember::cpu
