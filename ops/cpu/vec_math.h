@@ -53,6 +53,17 @@ inline double fast_exp(double x) { return std::exp(x); }
 // over a 64-wide tile row). Sums accumulate in double.
 constexpr int64_t kAccLanes = 16;
 
+// op over the kAccLanes partial results and `rest`, pairwise: a tree of depth 4, written out so
+// that it leaves the vectorisation of the loop before it alone (a loop here made GCC give up on
+// some lane loops).
+template <class T, class Op>
+T combine_lanes(const T (&part)[kAccLanes], T rest, Op op) {
+  static_assert(kAccLanes == 16);
+  const T q0 = op(op(part[0], part[8]), op(part[4], part[12])), q1 = op(op(part[1], part[9]), op(part[5], part[13]));
+  const T q2 = op(op(part[2], part[10]), op(part[6], part[14])), q3 = op(op(part[3], part[11]), op(part[7], part[15]));
+  return op(rest, op(op(q0, q2), op(q1, q3)));
+}
+
 // max over f(0..n-1) of type T (-inf when n = 0; NaNs are skipped, a NaN input still poisons
 // anything computed from it afterwards).
 template <class T, class F>
@@ -71,9 +82,7 @@ T lane_max(int64_t n, F f) {
     const T v = f(i);
     m = v > m ? v : m;
   }
-  for (int64_t half = kAccLanes / 2; half > 0; half /= 2)
-    for (int64_t k = 0; k < half; ++k) part[k] = part[k + half] > part[k] ? part[k + half] : part[k];
-  return part[0] > m ? part[0] : m;
+  return combine_lanes(part, m, [](T a, T b) { return b > a ? b : a; });
 }
 
 // sum over f(0..n-1), accumulated in double.
@@ -85,9 +94,7 @@ double lane_sum(int64_t n, F f) {
     for (int64_t k = 0; k < kAccLanes; ++k) part[k] += double(f(i + k));
   double s = 0;
   for (; i < n; ++i) s += double(f(i));
-  for (int64_t half = kAccLanes / 2; half > 0; half /= 2)
-    for (int64_t k = 0; k < half; ++k) part[k] += part[k + half];
-  return s + part[0];
+  return combine_lanes(part, s, [](double a, double b) { return a + b; });
 }
 
 // a b + c with one rounding where the build has FMA instructions (std::fma, which GCC
