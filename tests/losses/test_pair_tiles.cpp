@@ -20,6 +20,23 @@ namespace {
 
 std::vector<int64_t> to_vector(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
 
+// The streamed pair losses over one set of rows.
+const std::vector<std::pair<const char*, LossFn>> kPairLosses = {
+    {"ntxent", [](const Tensor& x, const Tensor& l) { return ntxent_loss(x, l); }},
+    {"supcon", [](const Tensor& x, const Tensor& l) { return supcon_loss(x, l); }},
+    {"contrastive", [](const Tensor& x, const Tensor& l) { return contrastive_loss(x, l); }},
+    {"multisim", [](const Tensor& x, const Tensor& l) { return multi_similarity_loss(x, l); }},
+    {"triplet", [](const Tensor& x, const Tensor& l) { return triplet_margin_loss(x, l); }},
+};
+
+// Labels of a batch of 300 (several tiles in both directions, none dividing it): 5 per class,
+// spread over the tiles.
+Tensor spread_labels() {
+  std::vector<int64_t> labels(300);
+  for (int64_t i = 0; i < 300; ++i) labels[size_t(i)] = (i * 7) % 60;
+  return labels_of(labels);
+}
+
 }  // namespace
 
 TEST_CASE("ClassMembers lists each label's indices in ascending order, and a tile's columns of them",
@@ -47,20 +64,11 @@ TEST_CASE("ClassMembers lists each label's indices in ascending order, and a til
 TEST_CASE("f32 pair losses: tiles on the packed panels agree with tiles on the plain GEMM and with one tile",
           "[losses][pairs]") {
   TilesGuard guard;
-  const int64_t B = 300;  // several 48-column panels and tiles in both directions, none dividing B
-  std::vector<int64_t> labels(B);
-  for (int64_t i = 0; i < B; ++i) labels[size_t(i)] = (i * 7) % 60;  // 5 per class, spread over the tiles
-  const Tensor y = labels_of(labels);
+  const Tensor y = spread_labels();  // several 48-column panels too
+  const int64_t B = y.size(0);
   Generator gen(21);
   const Tensor emb = randn({B, 16}, {}, &gen);
-  const std::vector<std::pair<const char*, LossFn>> losses = {
-      {"ntxent", [](const Tensor& x, const Tensor& l) { return ntxent_loss(x, l); }},
-      {"supcon", [](const Tensor& x, const Tensor& l) { return supcon_loss(x, l); }},
-      {"contrastive", [](const Tensor& x, const Tensor& l) { return contrastive_loss(x, l); }},
-      {"multisim", [](const Tensor& x, const Tensor& l) { return multi_similarity_loss(x, l); }},
-      {"triplet", [](const Tensor& x, const Tensor& l) { return triplet_margin_loss(x, l); }},
-  };
-  for (const auto& [name, fn] : losses) {
+  for (const auto& [name, fn] : kPairLosses) {
     INFO(name);
     set_pair_tiles({.rows = B, .cols = B});
     const LossAndGrad whole = loss_and_grad(fn, emb, y);
@@ -101,21 +109,12 @@ TEST_CASE("CPU pair losses give the same bits at 1, 2 and 3 threads", "[losses][
   TilesGuard guard;
   set_pair_tiles({.rows = 40, .cols = 96});
   const int before = num_threads();
-  const int64_t B = 300;
-  std::vector<int64_t> labels(B);
-  for (int64_t i = 0; i < B; ++i) labels[size_t(i)] = (i * 7) % 60;
-  const Tensor y = labels_of(labels);
+  const Tensor y = spread_labels();
+  const int64_t B = y.size(0);
   for (const DType dtype : {DType::f32, DType::f64}) {
     Generator gen(5);
     const Tensor emb = randn({B, 24}, {.dtype = dtype}, &gen);
-    const std::vector<std::pair<const char*, LossFn>> losses = {
-        {"ntxent", [](const Tensor& x, const Tensor& l) { return ntxent_loss(x, l); }},
-        {"supcon", [](const Tensor& x, const Tensor& l) { return supcon_loss(x, l); }},
-        {"contrastive", [](const Tensor& x, const Tensor& l) { return contrastive_loss(x, l); }},
-        {"multisim", [](const Tensor& x, const Tensor& l) { return multi_similarity_loss(x, l); }},
-        {"triplet", [](const Tensor& x, const Tensor& l) { return triplet_margin_loss(x, l); }},
-    };
-    for (const auto& [name, fn] : losses) {
+    for (const auto& [name, fn] : kPairLosses) {
       INFO(name << " in " << dtype_name(dtype));
       std::vector<LossAndGrad> results;
       for (const int threads : {1, 2, 3}) {
