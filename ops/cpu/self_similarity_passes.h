@@ -89,23 +89,37 @@ void for_each_symmetric_tile(int64_t B, int64_t block, DType dtype, Fn&& fn) {
   int64_t* done = finished.data<int64_t>();
   std::fill(done, done + blocks, int64_t(0));
   std::atomic<int64_t> next{0};
+  // Set when a tile throws (an allocation over the allocator's budget, say): the tiles waiting
+  // for its blocks would wait forever, so every task stops and parallel_for rethrows the error.
+  std::atomic<bool> failed{false};
+  auto run = [&](int64_t I, int64_t J, TileBuffers<T>& buf) {
+    try {
+      fn(I * block, std::min(B, (I + 1) * block), J * block, std::min(B, (J + 1) * block), buf);
+    } catch (...) {
+      failed.store(true);
+      throw;
+    }
+    std::atomic_ref<int64_t>(done[I]).fetch_add(1, std::memory_order_release);
+    if (J != I) std::atomic_ref<int64_t>(done[J]).fetch_add(1, std::memory_order_release);
+  };
+  auto ready = [&](int64_t b, int64_t r) {
+    return std::atomic_ref<int64_t>(done[b]).load(std::memory_order_acquire) >= tiles_before(b, r);
+  };
   parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
     TileBuffers<T> buf({block, block}, dtype);
-    for (int64_t t = next.fetch_add(1); t < tiles; t = next.fetch_add(1)) {
+    for (int64_t t = next.fetch_add(1); t < tiles && !failed.load(); t = next.fetch_add(1)) {
       if (t < blocks) {  // the diagonal tiles come first and wait for nothing
-        fn(t * block, std::min(B, (t + 1) * block), t * block, std::min(B, (t + 1) * block), buf);
-        std::atomic_ref<int64_t>(done[t]).fetch_add(1, std::memory_order_release);
+        run(t, t, buf);
         continue;
       }
       const int64_t r = (t - blocks) / per_round;
       const auto [I, J] = rounds.pair(r, (t - blocks) % per_round);
       if (I < 0) continue;  // the bye
-      while (std::atomic_ref<int64_t>(done[I]).load(std::memory_order_acquire) < tiles_before(I, r) ||
-             std::atomic_ref<int64_t>(done[J]).load(std::memory_order_acquire) < tiles_before(J, r))
+      while (!(ready(I, r) && ready(J, r))) {
+        if (failed.load()) return;
         std::this_thread::yield();
-      fn(I * block, std::min(B, (I + 1) * block), J * block, std::min(B, (J + 1) * block), buf);
-      std::atomic_ref<int64_t>(done[I]).fetch_add(1, std::memory_order_release);
-      std::atomic_ref<int64_t>(done[J]).fetch_add(1, std::memory_order_release);
+      }
+      run(I, J, buf);
     }
   });
 }

@@ -3,7 +3,11 @@
 // visit positives through, the rounds of symmetric tiles, f32 tiles that start on the prepacked
 // panels of E (Note [Prepacked rows]) agreeing with tiles that take the plain GEMM, over a batch
 // of several tiles in both directions, and the same bits at any thread count.
+#include <chrono>
+#include <mutex>
 #include <set>
+#include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -126,6 +130,34 @@ TEST_CASE("CPU pair losses give the same bits at 1, 2 and 3 threads", "[losses][
         CHECK(results[t].loss.item() == results[0].loss.item());
         CHECK(max(abs(sub(results[t].grad, results[0].grad))).item() == 0.0);
       }
+    }
+  }
+  set_num_threads(before);
+}
+
+// A tile that throws (say, an allocation over the allocator's budget) must not leave the tiles
+// waiting for its blocks spinning: the pass stops and the error reaches the caller.
+TEST_CASE("a symmetric-tile pass whose tile throws stops and rethrows at any thread count", "[losses][pairs]") {
+  const int before = num_threads();
+  for (const int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_num_threads(threads);
+    for (const int64_t bad_row : {0, 40, 120}) {  // a diagonal tile, an early pair, a late one
+      int64_t visited = 0;
+      std::mutex lock;
+      CHECK_THROWS_WITH(cpu::for_each_symmetric_tile<float>(
+                            300, 40, DType::f32,
+                            [&](int64_t r0, int64_t, int64_t c0, int64_t, cpu::TileBuffers<float>&) {
+                              {
+                                std::lock_guard<std::mutex> guard(lock);
+                                ++visited;
+                              }
+                              // long enough that every thread of the pool is running tiles
+                              std::this_thread::sleep_for(std::chrono::microseconds(300));
+                              if (r0 == bad_row && c0 == 120) throw std::runtime_error("tile failed");
+                            }),
+                        "tile failed");
+      CHECK(visited < 36);  // 8 blocks: 36 tiles, not all of them run
     }
   }
   set_num_threads(before);
