@@ -32,8 +32,8 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   // term nothing below 0 - kBoundedLogSumExpRange matters (Note [Bounded log-sum-exp]); their
   // sum then starts at exp(0) already shifted, so that each tile adds to it at the same shift.
   const double neg_upper = p.beta * (1 - p.base);
-  const bool bounded = p.beta >= 0 && neg_upper >= 0 && neg_upper <= kBoundedLogSumExpRange;
-  const double neg_start = bounded ? neg_upper : 0;
+  const std::optional<T> bound = p.beta >= 0 && neg_upper >= 0 ? log_sum_exp_bound<T>(0, neg_upper) : std::nullopt;
+  const double neg_start = bound ? double(*bound) : 0;
   for (int64_t i = 0; i < B; ++i)
     run[4 * i] = 0, run[4 * i + 1] = 1, run[4 * i + 2] = neg_start, run[4 * i + 3] = std::exp(-neg_start);
 
@@ -48,12 +48,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       const int64_t yi = y[i];
       fold_log_sum_exp_at<T>(pos, members.in_columns(i, c0, c1), c0, i, scratch,
                              [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); });
-      auto x = [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); };
-      auto negative = [=](int64_t k) { return yc[k] != yi; };
-      if (bounded)
-        fold_bounded_log_sum_exp<T>(neg, c1 - c0, scratch, T(neg_upper), x, negative);
-      else
-        fold_log_sum_exp<T>(neg, c1 - c0, scratch, x, negative);
+      fold_log_sum_exp_under<T>(
+          bound, neg, c1 - c0, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },
+          [=](int64_t k) { return yc[k] != yi; });
       r[0] = pos.max, r[1] = pos.sum, r[2] = neg.max, r[3] = neg.sum;
     }
   };

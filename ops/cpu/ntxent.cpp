@@ -36,7 +36,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
 
   // While streaming, st holds each anchor's running (max, sum) over its negatives.
   // s_ij / t lies in [-1 / t, 1 / t] (Note [Bounded log-sum-exp]).
-  const bool bounded = 2 * inv_t <= kBoundedLogSumExpRange;
+  const std::optional<T> bound = log_sum_exp_bound<T>(-inv_t, inv_t);
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
     const int64_t* yc = y + c0;
     const T scale = T(inv_t);
@@ -45,12 +45,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       const T* s = S + (i - r0) * (c1 - c0);
       const int64_t yi = y[i];
       OnlineLogSumExp lse{st[2 * i], st[2 * i + 1]};
-      auto x = [=](int64_t k) { return s[k] * scale; };
-      auto negative = [=](int64_t k) { return yc[k] != yi; };
-      if (bounded)
-        fold_bounded_log_sum_exp<T>(lse, c1 - c0, scratch, scale, x, negative);
-      else
-        fold_log_sum_exp<T>(lse, c1 - c0, scratch, x, negative);
+      fold_log_sum_exp_under<T>(
+          bound, lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * scale; },
+          [=](int64_t k) { return yc[k] != yi; });
       st[2 * i] = lse.max, st[2 * i + 1] = lse.sum;
     }
   };

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 
@@ -195,6 +196,23 @@ void fold_bounded_log_sum_exp(OnlineLogSumExp& lse, int64_t n, T* scratch, T upp
   }
   const double sum = lane_sum(n, [&](int64_t k) { return scratch[k]; });
   if (sum != 0) lse.merge({double(upper), sum});
+}
+
+// The upper bound of Note [Bounded log-sum-exp] for values in [lower, upper] (lower: the lowest
+// that matters), where the range allows it; none otherwise.
+template <class T>
+std::optional<T> log_sum_exp_bound(double lower, double upper) {
+  if (upper - lower <= kBoundedLogSumExpRange) return T(upper);
+  return std::nullopt;
+}
+
+// fold_bounded_log_sum_exp under `bound` where there is one, fold_log_sum_exp otherwise.
+template <class T, class X, class Keep>
+void fold_log_sum_exp_under(std::optional<T> bound, OnlineLogSumExp& lse, int64_t n, T* scratch, X&& x, Keep&& keep) {
+  if (bound)
+    fold_bounded_log_sum_exp<T>(lse, n, scratch, *bound, x, keep);
+  else
+    fold_log_sum_exp<T>(lse, n, scratch, x, keep);
 }
 
 // fold_log_sum_exp over a few columns of a tile row only: the `members` (ascending batch

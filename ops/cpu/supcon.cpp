@@ -34,7 +34,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
 
   const ClassMembers members(y, B);
   // s_ij / t lies in [-1 / t, 1 / t] (Note [Bounded log-sum-exp]).
-  const bool bounded = 2 * inv_t <= kBoundedLogSumExpRange;
+  const std::optional<T> bound = log_sum_exp_bound<T>(-inv_t, inv_t);
   auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* S, T* scratch) {
     const T t_inv = T(inv_t);
     for (int64_t i = r0; i < r1; ++i) {
@@ -42,12 +42,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
       OnlineLogSumExp lse{r[0], r[1]};
       const T* s = S + (i - r0) * (c1 - c0);
       const int64_t self = i - c0;  // the diagonal's column, when in this tile
-      auto x = [=](int64_t k) { return s[k] * t_inv; };
-      auto other = [=](int64_t k) { return k != self; };
-      if (bounded)
-        fold_bounded_log_sum_exp<T>(lse, c1 - c0, scratch, t_inv, x, other);
-      else
-        fold_log_sum_exp<T>(lse, c1 - c0, scratch, x, other);
+      fold_log_sum_exp_under<T>(
+          bound, lse, c1 - c0, scratch, [=](int64_t k) { return s[k] * t_inv; },
+          [=](int64_t k) { return k != self; });
       for (const int64_t j : members.in_columns(i, c0, c1))  // the positives: P_i and S_i
         if (j != i) r[2] += 1, r[3] += double(s[j - c0]) * inv_t;
       r[0] = lse.max, r[1] = lse.sum;
