@@ -133,6 +133,25 @@ void check_jpeg_huffman_tables(std::span<const uint8_t> bytes, const std::string
   }
 }
 
+// Note [stb IDAT allocation]: stb_image 2.27 grows its buffer for a PNG's IDAT chunks to fit
+// the length a chunk's header claims (doubling from 4 KiB) before it reads the chunk's bytes, so
+// a few dozen bytes claiming a 1.7 GB IDAT made it allocate 2 GiB and then fail (found by
+// tests/fuzz/fuzz_image_decode; corpus/image_decode/regression_idat_length_past_the_end.png).
+// ember walks the chunks the way stb reads them, from the signature to IEND, and refuses a chunk
+// whose data would run past the end of the file: stb could not read those bytes anyway, and its
+// buffer then stays within the file's size.
+void check_png_chunk_lengths(std::span<const uint8_t> bytes, const std::string& what) {
+  const size_t n = bytes.size();
+  for (size_t pos = 8; pos + 8 <= n;) {  // length (4), type (4), data, CRC (4)
+    const uint32_t length = big_endian32(&bytes[pos]);
+    const std::string type(reinterpret_cast<const char*>(&bytes[pos + 4]), 4);
+    EMBER_CHECK(length <= n - pos - 8, "decode_image: ", what, ": corrupt PNG data (chunk '", type, "' at byte ", pos,
+                " claims ", length, " bytes; only ", n - pos - 8, " follow its header)");
+    if (type == "IEND") return;
+    pos += 12 + size_t(length);
+  }
+}
+
 struct StbPixels {
   stbi_uc* data = nullptr;
   ~StbPixels() { stbi_image_free(data); }
@@ -151,7 +170,8 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& what, con
   // Note [Image header checks]: a PNG's IHDR is the first chunk, its size at bytes 16..23.
   if (png && bytes.size() >= 24 && std::equal(bytes.begin() + 12, bytes.begin() + 16, "IHDR"))
     check_size(big_endian32(&bytes[16]), big_endian32(&bytes[20]), what, limits);
-  if (!png) check_jpeg_huffman_tables(bytes, what);
+  if (png) check_png_chunk_lengths(bytes, what);
+  else check_jpeg_huffman_tables(bytes, what);
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int length = int(bytes.size());
   int width = 0, height = 0, channels = 0;

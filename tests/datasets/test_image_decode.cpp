@@ -86,6 +86,11 @@ TEST_CASE("image_decode: malformed files are errors naming the path and the reas
                     Contains("regression_jpeg_undefined_huffman_table.jpg") && Contains("AC Huffman table 0") &&
                         Contains("which no DHT segment defined"));
   CHECK_THROWS_WITH(read_image_file(fuzz_seed("bad_truncated.jpg")), Contains("bad_truncated.jpg") && Contains("corrupt JPEG data"));
+  // Found by the fuzz target: a second IDAT claiming 1.7 GB, which stb allocated 2 GiB for before
+  // reading (Note [stb IDAT allocation]).
+  CHECK_THROWS_WITH(read_image_file(fuzz_seed("regression_idat_length_past_the_end.png")),
+                    Contains("regression_idat_length_past_the_end.png") &&
+                        Contains("chunk 'IDAT' at byte 61 claims 1761607696 bytes; only 36 follow its header"));
 }
 
 TEST_CASE("image_decode: the limits bound the sides, the pixel count and the file size") {
