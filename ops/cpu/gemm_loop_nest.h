@@ -13,11 +13,15 @@
 // each thread before it runs a chunk of work items; what it returns lives until the chunk ends
 // (the AMX form makes sure the tile configuration is loaded). A Packing whose op(B) was packed
 // before the call (Note [Prepacked B] in ops/cpu/gemm_packed.cpp) has `b_panel(pc, column)`
-// instead of pack_bt: the packed K block at pc for the kTileColumns columns from `column`.
+// instead of pack_bt: the packed K block at pc for the kTileColumns columns from `column`. A
+// Packing that reads op(B) in place (Note [B in place] in ops/cpu/gemm_packed.cpp) has
+// `b_rows(pc, column)`, op(B)'s row pc from that column, and `ldb`, the distance between its
+// rows, instead: its kernel is an f32 MicroKernel, which takes the rows' stride.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -104,6 +108,13 @@ bool single_thread(int64_t M, int64_t N, int64_t K) {
 template <class Packing>
 constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(0), int64_t(0)); };
 
+// Whether the Packing reads op(B) in place (see the top of this file).
+template <class Packing>
+constexpr bool has_b_in_place = requires(const Packing& p) {
+  p.b_rows(int64_t(0), int64_t(0));
+  p.ldb;
+};
+
 // The state a Packing needs while a thread runs work items (see the top of this file), or none.
 template <class Packing>
 auto work_scope(const Packing& packing) {
@@ -138,13 +149,14 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
   constexpr int kRows = Packing::kTileRows, kColumns = Packing::kTileColumns;
   const int threads = in_parallel_region() || single_thread<Packing>(M, N, K) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
-  // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget.
+  constexpr bool prepacked = has_prepacked_b<Packing>, in_place = has_b_in_place<Packing>;
+  // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget
+  // (all of them when op(B) is read in place: there is no panel to keep in L3).
   const int64_t nc_max =
-      std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
+      in_place ? N : std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
-  constexpr bool prepacked = has_prepacked_b<Packing>;
   DataPtr b_buf;
-  if constexpr (!prepacked)
+  if constexpr (!prepacked && !in_place)
     b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
   Packed* b_pack = static_cast<Packed*>(b_buf.get());
 
@@ -153,9 +165,10 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
     // The K block starting at pc is the steps(kc) x nc_padded matrix at b_pack + steps(pc) * nc_padded.
     auto b_panel = [&](int64_t pc, int64_t kc, int64_t jr) -> const Packed* {
       if constexpr (prepacked) return packing.b_panel(pc, jc + jr);
+      else if constexpr (in_place) return packing.b_rows(pc, jc + jr);
       else return b_pack + Packing::steps(pc) * nc_padded + jr * Packing::steps(kc);
     };
-    if constexpr (!prepacked) {
+    if constexpr (!prepacked && !in_place) {
       const int64_t b_panels = nc_padded / kColumns;
       // A panel under 64K values is packed by the caller: waking the pool for it costs more.
       const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
@@ -189,8 +202,16 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
               const int m = int(std::min<int64_t>(kRows, mc - ir));
               if (last && row_bias) update.row_bias = row_bias + ic + ir;
               if (last && column_bias) update.column_bias = column_bias + jc + jr;
-              kernel(steps, a_pack + ir * steps, b_panel(pc, kc, jr), C + (ic + ir) * ldc + jc + jr, ldc, m, n,
-                     update);
+              const Packed* a_tile = a_pack + ir * steps;
+              float* c_tile = C + (ic + ir) * ldc + jc + jr;
+              // The f32 kernels take the stride of B's rows: a packed panel's, or op(B)'s own.
+              if constexpr (std::is_same_v<typename Packing::Kernel, MicroKernel>) {
+                int64_t ldb = kColumns;
+                if constexpr (in_place) ldb = packing.ldb;
+                kernel(steps, a_tile, b_panel(pc, kc, jr), ldb, c_tile, ldc, m, n, update);
+              } else {
+                kernel(steps, a_tile, b_panel(pc, kc, jr), c_tile, ldc, m, n, update);
+              }
             }
           }
         }

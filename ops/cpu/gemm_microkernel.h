@@ -2,9 +2,12 @@
 // computes one kMR x kNR tile of C from packed panels and updates C in place:
 //   C[i][j] = act(alpha * sum_k a[k][i] * b[k][j] + beta * C[i][j] + row_bias[i] + column_bias[j])
 // for i < m, j < n (an absent bias adds nothing),
-// a: kc x kMR packed (a[k * kMR + i], rows past m are zero), b: kc x kNR packed (b[k * kNR + j],
-// columns past n are zero), C row-major with row stride ldc; beta == 0 never reads C. The bf16
-// kernels read the same panels with two values of K per element (Note [bf16 packed panels]).
+// a: kc x kMR packed (a[k * kMR + i], rows past m are zero); the f32 kernels' b: kc rows of the
+// tile's B, row k at b + k * ldb, of which only columns [0, n) are read, at any alignment: a
+// packed micro-panel (ldb == kNR) or op(B)'s own rows (Note [B in place] in gemm_packed.cpp);
+// the bf16 kernels' b: kc x kNR packed (b[k * kNR + j], columns past n are zero), two values of
+// K per element (Note [bf16 packed panels]). C row-major with row stride ldc; beta == 0 never
+// reads C.
 //
 // Note [GEMM register tile]: 8 rows x 48 columns (3 zmm per row): 24 accumulators, 3 registers
 // for the row of B and 1-2 for broadcasts of A fit the 32 zmm registers. Each k step issues 24
@@ -33,8 +36,8 @@ struct TileUpdate {
   const float* column_bias = nullptr;  // this tile's first column's bias, or none; last K block only
 };
 
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                             const TileUpdate& update);
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int m,
+                             int n, const TileUpdate& update);
 
 // Note [bf16 packed panels]: vdpbf16ps takes two vectors of 32 bf16 and adds, in each 32-bit
 // lane l, the products of that lane's pairs to its f32: acc[l] += x[2l] y[2l] + x[2l+1] y[2l+1].
@@ -53,8 +56,8 @@ using Bf16MicroKernel = void (*)(int64_t steps, const Bf16Pair* a, const Bf16Pai
                                  int n, const TileUpdate& update);
 
 // Plain C++ loops the compiler vectorises for whatever the build targets (EMBER_NATIVE=OFF).
-void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                           const TileUpdate& update);
+void portable_micro_kernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int m,
+                           int n, const TileUpdate& update);
 
 // The AVX-512 intrinsics kernel, or nullptr in a build without AVX-512 (__AVX512F__ undefined).
 MicroKernel avx512_micro_kernel();

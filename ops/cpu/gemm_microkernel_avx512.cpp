@@ -1,7 +1,9 @@
 // The AVX-512 micro-kernels (ops/cpu/gemm_microkernel.h; the tile: Note [GEMM register tile]): f32
 // with FMAs, and bf16 with vdpbf16ps (Note [bf16 packed panels]), which share everything but
 // the K step. NV, the vectors per row, is 3 for full tiles and 1 or 2 for the last columns of C,
-// so that a partial tile pays only for the vectors it covers; masked loads and stores do the rest.
+// so that a partial tile pays only for the vectors it covers; masked loads and stores do the rest:
+// a tile whose columns end inside a vector (kTail) loads that vector of B under a mask, so that
+// B read in place never reads past its row (Note [B in place] in gemm_packed.cpp).
 #include "ops/cpu/gemm_microkernel.h"
 
 #include <algorithm>
@@ -18,14 +20,16 @@ namespace {
 
 constexpr int64_t kPrefetchA = 16;  // steps: 512 bytes, 8 lines, ~200 cycles of FMAs ahead
 
-// One K step of the f32 tile: acc[i][v] += a[i] * b[16 v .. 16 v + 15].
+// One K step of the f32 tile: acc[i][v] += a[i] * b[16 v .. 16 v + 15], the last vector's lanes
+// outside `tail` zero when kTail.
 struct F32Step {
   using Packed = float;
-  template <int NV>
-  static void step(const float* a, const float* b, __m512 (&acc)[kMR][NV]) {
+  template <int NV, bool kTail>
+  static void step(const float* a, const float* b, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
     __m512 bv[NV];
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);  // panels are 64-byte aligned
+    for (int v = 0; v < NV; ++v)
+      bv[v] = kTail && v == NV - 1 ? _mm512_maskz_loadu_ps(tail, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < kMR; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
@@ -40,11 +44,13 @@ struct F32Step {
 // times the pair of B in that lane's column (Note [bf16 packed panels]).
 struct Bf16Step {
   using Packed = Bf16Pair;
-  template <int NV>
-  static void step(const Bf16Pair* a, const Bf16Pair* b, __m512 (&acc)[kMR][NV]) {
+  template <int NV, bool kTail>
+  static void step(const Bf16Pair* a, const Bf16Pair* b, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
     __m512bh bv[NV];
 #pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + 16 * v);
+    for (int v = 0; v < NV; ++v)
+      bv[v] = (__m512bh)(kTail && v == NV - 1 ? _mm512_maskz_loadu_epi32(tail, b + 16 * v)
+                                               : _mm512_loadu_si512(b + 16 * v));
 #pragma GCC unroll 8
     for (int i = 0; i < kMR; ++i) {
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(a[i]));
@@ -55,9 +61,9 @@ struct Bf16Step {
 };
 #endif
 
-template <class Step, int NV>
-void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, float* c,
-                 int64_t ldc, int m, int n, const TileUpdate& update) {
+template <class Step, int NV, bool kTail>
+void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
+                 float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
   // C is read or written only after the K loop: start bringing its rows in now.
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
@@ -69,10 +75,11 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
   __m512 acc[kMR][NV];
   zero_tile(acc);
 
+  const __mmask16 tail = column_mask(n, NV - 1);
   for (int64_t k = 0; k < steps; ++k) {
     // The panel of A streams from L2 (the panel of B stays in L1): ask for it a few lines ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchA) * kMR), _MM_HINT_T0);
-    Step::template step<NV>(a + k * kMR, b + k * kNR, acc);
+    Step::template step<NV, kTail>(a + k * kMR, b + k * ldb, tail, acc);
   }
 
   const VectorEpilogue epilogue(update);
@@ -85,13 +92,28 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
   epilogue.finish(c, ldc, m, n);
 }
 
-template <class Step>
-void avx512_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, float* c,
-                   int64_t ldc, int m, int n, const TileUpdate& update) {
-  if (n > 32) tile_kernel<Step, 3>(steps, a, b, c, ldc, m, n, update);
-  else if (n > 16) tile_kernel<Step, 2>(steps, a, b, c, ldc, m, n, update);
-  else tile_kernel<Step, 1>(steps, a, b, c, ldc, m, n, update);
+template <class Step, int NV>
+void tile_kernel_of_width(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
+                          float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
+  if (n % 16 == 0) tile_kernel<Step, NV, false>(steps, a, b, ldb, c, ldc, m, n, update);
+  else tile_kernel<Step, NV, true>(steps, a, b, ldb, c, ldc, m, n, update);
 }
+
+template <class Step>
+void avx512_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
+                   float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
+  if (n > 32) tile_kernel_of_width<Step, 3>(steps, a, b, ldb, c, ldc, m, n, update);
+  else if (n > 16) tile_kernel_of_width<Step, 2>(steps, a, b, ldb, c, ldc, m, n, update);
+  else tile_kernel_of_width<Step, 1>(steps, a, b, ldb, c, ldc, m, n, update);
+}
+
+#if defined(__AVX512BF16__)
+// The bf16 kernel reads packed panels only (ops/cpu/gemm_microkernel.h).
+void avx512_bf16_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m, int n,
+                        const TileUpdate& update) {
+  avx512_kernel<Bf16Step>(steps, a, b, kNR, c, ldc, m, n, update);
+}
+#endif
 
 }  // namespace
 
@@ -101,7 +123,7 @@ MicroKernel avx512_micro_kernel() { return nullptr; }
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
-Bf16MicroKernel avx512_bf16_micro_kernel() { return avx512_kernel<Bf16Step>; }
+Bf16MicroKernel avx512_bf16_micro_kernel() { return avx512_bf16_kernel; }
 
 namespace {
 // Seconds for `iters` rounds of kChains independent chains of `step` (the accumulators stay in

@@ -28,14 +28,14 @@ void store_tile(const float* acc, int64_t acc_ld, float* c, int64_t ldc, int m, 
   activate_tile(update.act, c, ldc, m, n);
 }
 
-void portable_micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-                           const TileUpdate& update) {
+void portable_micro_kernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int m,
+                           int n, const TileUpdate& update) {
   float acc[kMR][kNR] = {};
   for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + k * kNR;
+    const float* bk = b + k * ldb;
     for (int i = 0; i < kMR; ++i) {
       const float ai = a[k * kMR + i];
-      for (int j = 0; j < kNR; ++j) acc[i][j] += ai * bk[j];
+      for (int j = 0; j < n; ++j) acc[i][j] += ai * bk[j];
     }
   }
   store_tile(&acc[0][0], kNR, c, ldc, m, n, update);

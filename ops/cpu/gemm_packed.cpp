@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "core/error.h"
 #include "ops/cpu/gemm_loop_nest.h"
@@ -121,6 +122,48 @@ struct F32Packing {
   }
 };
 
+// Note [B in place]: where op(B) is B itself, row-major, row k of a tile's B is 48 consecutive
+// floats of B's row k, and the micro-kernel can read it there (rows ldb apart, the last vector
+// of a partial tile under a mask) instead of from a packed copy. Packing costs a read and a
+// write of all of op(B) per call, and the micro-panel it makes is reused by only M / kMR tiles:
+// at 32 x 3136 x 288 (a convolution's 32 output channels over 56 x 56 pixels) it took 29% of
+// one thread's time (`perf`, KC 336). In place, a tile's B is KC rows of 3 lines, which a stride
+// prefetcher follows down the rows, spread over KC pages instead of contiguous. Measured on Zen 4
+// (2026-12-03, `gemmprobe`, EMBER_GEMM_B alternated, ms per call), in place against packed:
+//   2 threads: 32x3136x288 0.28 vs 0.53-0.75, 64x196x576 0.087 vs 0.137-0.164, 128x3136x256
+//   0.92 vs 0.98-1.03, 256x784x512 1.01-1.02 vs 1.25-1.41, 512x196x1024 1.13 vs 1.51, and with
+//   strides that map B's rows to few cache sets, 256x1024x512 1.35 vs 1.56, 512^3 1.26 vs 1.31;
+//   1 thread: 32x3136x288 0.52-0.53 vs 0.60-0.63, 128x3136x256 1.90-2.12 vs 2.13-2.45,
+//   512x3136x256 7.86-7.94 vs 7.99-8.36, but 1024x3136x256 16.2-16.4 vs 15.6-15.8 and
+//   256x1024x512 2.55-2.60 vs 2.47-2.53.
+// So B is read in place up to 512 rows of A; EMBER_GEMM_B=packed|in_place overrides the choice.
+constexpr int64_t kInPlaceMaxRows = 512;
+
+struct InPlaceF32Packing {
+  using Packed = float;
+  using Kernel = MicroKernel;
+  static constexpr int kTileRows = kMR, kTileColumns = kNR;
+  Operand a;  // op(A): (M, K)
+  const float* b;
+  int64_t ldb;  // op(B) = B: (K, N), row k at b + k * ldb
+  static int64_t steps(int64_t kc) { return kc; }
+  void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
+    pack_panels(a, r0, rows, p0, kc, kMR, dst);
+  }
+  const float* b_rows(int64_t pc, int64_t column) const { return b + pc * ldb + column; }
+};
+
+BRows b_rows_override() {
+  static const BRows rows = [] {
+    const char* text = std::getenv("EMBER_GEMM_B");
+    const std::string_view choice = text ? text : "";
+    return choice == "packed" ? BRows::packed : choice == "in_place" ? BRows::in_place : BRows::by_shape;
+  }();
+  return rows;
+}
+
+bool b_in_place_pays(int64_t M) { return M <= kInPlaceMaxRows; }
+
 // Note [Prepacked B]: a pair loss multiplies every tile of its B x B similarities by the same
 // embeddings E, as op(B) = E^T for a tile of similarities and as op(B) = E for a tile's weighted
 // sum of rows, so a GEMM per tile packed all of E again for every row block of the tile grid:
@@ -163,7 +206,14 @@ MicroKernel default_micro_kernel() {
 
 void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                 float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias) {
+                 float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
+                 BRows b_rows) {
+  if (b_rows == BRows::by_shape) b_rows = b_rows_override();
+  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M) ? BRows::in_place : BRows::packed;
+  if (!trans_b && b_rows == BRows::in_place) {
+    const InPlaceF32Packing packing{{A, lda, trans_a}, B, ldb};
+    return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+  }
   // op(B)^T (N, K) is B read with the opposite transposition.
   const F32Packing packing{{A, lda, trans_a}, {B, ldb, !trans_b}};
   run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);

@@ -33,13 +33,18 @@ const Blocking& l1_cache_blocking();
 // The AVX-512 kernel where the build has it, else the portable one.
 MicroKernel default_micro_kernel();
 
+// Whether the f32 GEMM packs op(B) or reads it in place (Note [B in place] in gemm_packed.cpp):
+// by_shape chooses; in_place applies only where op(B)'s rows are contiguous (B not transposed)
+// and packs otherwise.
+enum class BRows { by_shape, packed, in_place };
+
 // The GEMM with an explicit kernel and blocking. Splits C over ember's pool (Note [GEMM
 // threads]); runs on the calling thread inside a parallel_for. Results do not depend on the
-// number of threads. K must be positive.
+// number of threads, nor on `b_rows`. K must be positive.
 void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, bool trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                  float* C, int64_t ldc, Activation act, const float* row_bias = nullptr,
-                 const float* column_bias = nullptr);
+                 const float* column_bias = nullptr, BRows b_rows = BRows::by_shape);
 
 // The bf16 GEMM's blocking: l1_cache_blocking() with four times the K per panel and half the rows
 // per block of A (Note [bf16 GEMM blocking] in gemm_packed_bf16.cpp).

@@ -3,6 +3,10 @@
 // the cache-derived blocking and a tiny one that runs every loop of the nest several times;
 // every transposition, alpha, beta and activation; edge sizes around the 8 x 48 tile; leading
 // dimensions wider than the matrices; and results that do not depend on the thread count.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -68,13 +72,16 @@ void check_against_reference(const Case& t, const Operands& in, const std::vecto
   REQUIRE(bad == 0);
 }
 
-std::vector<float> run_packed(MicroKernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
+std::vector<float> run_packed(MicroKernel kernel, const Blocking& blocking, const Case& t, const Operands& in,
+                              BRows b_rows) {
   std::vector<float> c = in.c;
   const cpu::GemmBias<float> bias = bias_of(t, in);
   gemm_packed(kernel, blocking, t.ta, t.tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(),
-              t.beta, c.data(), t.ldc(), t.act, bias.rows, bias.columns);
+              t.beta, c.data(), t.ldc(), t.act, bias.rows, bias.columns, b_rows);
   return c;
 }
+
+const char* name_of(BRows b_rows) { return b_rows == BRows::in_place ? " B in place" : " B packed"; }
 
 struct NamedKernel {
   const char* name;
@@ -110,9 +117,50 @@ TEST_CASE("packed GEMM matches a double reference for every transposition, alpha
                   for (int bias = 0; bias < 4; ++bias) {
                     const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, bias};
                     const Operands in(t);
-                    check_against_reference(t, in, run_packed(k.kernel, blocking, t, in),
-                                            std::string(k.name) + (blocking.kc == kTiny.kc ? " tiny blocking" : ""));
+                    // B^T is always packed: in_place then takes the packed path again.
+                    for (BRows b_rows : {BRows::packed, BRows::in_place})
+                      check_against_reference(t, in, run_packed(k.kernel, blocking, t, in, b_rows),
+                                              std::string(k.name) + (blocking.kc == kTiny.kc ? " tiny blocking" : "") +
+                                                  name_of(b_rows));
                   }
+}
+
+TEST_CASE("packed GEMM gives the same bits with B packed or read in place", "[gemm]") {
+  const Shape3 shapes[] = {{32, 3136, 288}, {40, 100, 700}, {8, 47, 3}};
+  for (const NamedKernel& k : kernels())
+    for (const Shape3& s : shapes) {
+      const Case t{false, false, s.M, s.N, s.K, 1.0f, 0.5f, Activation::relu, 3};
+      const Operands in(t);
+      INFO(k.name << " M " << s.M << " N " << s.N << " K " << s.K);
+      REQUIRE(run_packed(k.kernel, cache_blocking(), t, in, BRows::packed) ==
+              run_packed(k.kernel, cache_blocking(), t, in, BRows::in_place));
+    }
+}
+
+TEST_CASE("packed GEMM reading B in place reads nothing past B's last row", "[gemm]") {
+  // B (K, N) tight (ldb == N) and ending at a page that may not be read: a kernel that loads a
+  // whole vector past column N of the last row faults.
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  for (const NamedKernel& k : kernels())
+    for (int64_t N : {1, 15, 17, 40, 47, 49, 95}) {
+      const int64_t K = 3, M = 9, b_bytes = K * N * int64_t(sizeof(float));
+      const int64_t pages = (b_bytes + page - 1) / page;
+      char* region = static_cast<char*>(
+          mmap(nullptr, size_t((pages + 1) * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      REQUIRE(region != MAP_FAILED);
+      REQUIRE(mprotect(region + pages * page, size_t(page), PROT_NONE) == 0);
+      float* B = reinterpret_cast<float*>(region + pages * page - b_bytes);
+      const std::vector<float> b = random_values(size_t(K * N), 2), a = random_values(size_t(M * K), 1);
+      std::copy(b.begin(), b.end(), B);
+      std::vector<float> in_place(size_t(M * N)), packed(size_t(M * N));
+      gemm_packed(k.kernel, cache_blocking(), false, false, M, N, K, 1.0f, a.data(), K, B, N, 0.0f, in_place.data(),
+                  N, Activation::none, nullptr, nullptr, BRows::in_place);
+      gemm_packed(k.kernel, cache_blocking(), false, false, M, N, K, 1.0f, a.data(), K, B, N, 0.0f, packed.data(), N,
+                  Activation::none, nullptr, nullptr, BRows::packed);
+      munmap(region, size_t((pages + 1) * page));
+      INFO(k.name << " N " << N);
+      REQUIRE(in_place == packed);
+    }
 }
 
 TEST_CASE("packed GEMM with beta 0 never reads C", "[gemm]") {
