@@ -135,9 +135,11 @@ struct F32Packing {
 //   strides that map B's rows to few cache sets, 256x1024x512 1.35 vs 1.56, 512^3 1.26 vs 1.31;
 //   1 thread: 32x3136x288 0.52-0.53 vs 0.60-0.63, 128x3136x256 1.90-2.12 vs 2.13-2.45,
 //   512x3136x256 7.86-7.94 vs 7.99-8.36, but 1024x3136x256 16.2-16.4 vs 15.6-15.8 and
-//   256x1024x512 2.55-2.60 vs 2.47-2.53.
-// So B is read in place up to 512 rows of A; EMBER_GEMM_B=packed|in_place overrides the choice.
-constexpr int64_t kInPlaceMaxRows = 512;
+//   256x1024x512 2.55-2.60 vs 2.47-2.53; and the 1x1 convolution 1024 -> 512 at 14 x 14
+//   (n 8: a 512x196x1024 GEMM per image, one thread each, two at once) 9.9-10.1 vs 9.3.
+// So B is read in place up to 256 rows of A, and up to 512 where the call splits over threads;
+// EMBER_GEMM_B=packed|in_place overrides the choice.
+constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512;
 
 struct InPlaceF32Packing {
   using Packed = float;
@@ -162,7 +164,10 @@ BRows b_rows_override() {
   return rows;
 }
 
-bool b_in_place_pays(int64_t M) { return M <= kInPlaceMaxRows; }
+bool b_in_place_pays(int64_t M, int64_t N, int64_t K) {
+  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, K);
+  return M <= (threaded ? kInPlaceMaxRowsThreaded : kInPlaceMaxRows);
+}
 
 // Note [Prepacked B]: a pair loss multiplies every tile of its B x B similarities by the same
 // embeddings E, as op(B) = E^T for a tile of similarities and as op(B) = E for a tile's weighted
@@ -209,7 +214,7 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
                  BRows b_rows) {
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{{A, lda, trans_a}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
