@@ -95,13 +95,13 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
   return {rows, columns, row_blocks, groups};
 }
 
-// Whether an M x N x K GEMM is too small to wake the pool for: under 4M micro-kernel steps (M N
+// Whether an M x N x K GEMM is too small to wake the pool for: under 1M micro-kernel steps (M N
 // steps(K); Note [GEMM threads]), unless the Packing, whose kernel may be much faster per step,
 // decides itself with `single_thread(M, N, K)`.
 template <class Packing>
 bool single_thread(int64_t M, int64_t N, int64_t K) {
   if constexpr (requires { Packing::single_thread(M, N, K); }) return Packing::single_thread(M, N, K);
-  else return M * N * Packing::steps(K) < (int64_t(1) << 22);
+  else return M * N * Packing::steps(K) < (int64_t(1) << 20);
 }
 
 // Whether the Packing's op(B) was packed before the call (see the top of this file).
@@ -132,10 +132,12 @@ auto work_scope(const Packing& packing) {
 // barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
 // first (blocks of >= 64 rows) and then from the columns (groups of at least two tiles' width),
 // so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The
-// panel holds all of K, so its width is the KC x NC budget divided by K. Below 4M micro-kernel
-// steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~30 us on one core either
-// way), the pool is not worth waking: two threads measured slower than one at 128^3 on this
-// shared machine (the AMX form, much faster per step, sets its own rule: single_thread). Every
+// panel holds all of K, so its width is the KC x NC budget divided by K. Below 1M micro-kernel
+// steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~10 us on one core either
+// way), the pool is not worth waking (the AMX form, much faster per step, sets its own rule:
+// single_thread). The bound was 4M until B could be read in place (Note [B in place] in
+// gemm_packed.cpp); then, on Zen 4 (2026-12-03, medians of 3000 calls, 2 threads against 1),
+// 128^3 ran at 151-156 GFLOP/s against 97-100 and 128x64x256 at 104-179 against 95-96. Every
 // element of C is computed by the same FMAs in the same order whatever the item (the K
 // blocking is fixed), so results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, none when it
