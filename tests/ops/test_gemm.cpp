@@ -125,6 +125,19 @@ TEST_CASE("packed GEMM matches a double reference for every transposition, alpha
                   }
 }
 
+TEST_CASE("packed GEMM on tiles of 1 to 8 columns (Note [Narrow column tiles]) matches the reference", "[gemm]") {
+  for (const NamedKernel& k : kernels())
+    for (int64_t N : {1, 2, 3, 4, 5, 6, 7, 8, 49, 50, 51, 52, 53, 54, 55, 56, 57})
+      for (bool tb : {false, true})
+        for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
+          for (BRows b_rows : {BRows::packed, BRows::in_place}) {
+            const Case t{false, tb, 11, N, 37, -0.5f, 0.7f, act, 3};
+            const Operands in(t);
+            check_against_reference(t, in, run_packed(k.kernel, kTiny, t, in, b_rows),
+                                    std::string(k.name) + name_of(b_rows));
+          }
+}
+
 TEST_CASE("packed GEMM gives the same bits with B packed or read in place", "[gemm]") {
   const Shape3 shapes[] = {{32, 3136, 288}, {40, 100, 700}, {8, 47, 3}};
   for (const NamedKernel& k : kernels())
