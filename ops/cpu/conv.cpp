@@ -30,12 +30,20 @@
 // Note [Conv algorithms]: the algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "padded grid"  the f32 passes of a stride-1 grouped layer on AVX-512 (Note [Direct forward
-//                  on a padded grid], Note [Weight gradient on a padded grid]): the forward with
-//                  8, 16, 24 or 32 output channels per group, the input gradient (the forward of
+//   "padded grid"  the f32 passes of a stride-1 layer on AVX-512 (Note [Direct forward on a
+//                  padded grid], Note [Weight gradient on a padded grid]): the forward with 8,
+//                  16, 24 or 32 output channels per group, the input gradient (the forward of
 //                  the transposed problem, Note [Direct input gradient as a forward]) with 8 to
 //                  32 input channels per group (a multiple of 8), the weight gradient with 4 to
-//                  32 output channels per group (a multiple of 4). Against the row kernels below
+//                  32 output channels per group (a multiple of 4); grouped or not. Ungrouped
+//                  layers joined on 2026-12-03 (Zen 4, 2 threads, conv2probe, alternated with the
+//                  grid off for them): MNIST's 1 -> 16 at 28 x 28 (n 128) forward 0.32-0.34 vs
+//                  0.68-0.69 ms, weight gradient 0.38-0.41 vs 1.12-1.16; its 16 -> 32 at 14 x 14
+//                  forward 1.41-1.45 vs 2.37-2.40, input gradient 1.42-1.48 vs 2.70-3.24,
+//                  weight gradient 2.33-2.38 vs 2.74-2.81; n 8, 32 -> 32 at 64 x 64 forward 3.29
+//                  vs 5.50-5.71, input gradient 3.25-3.35 vs 5.99-6.16, weight gradient
+//                  4.75-5.08 vs 5.90-6.02; 256 -> 32 at 14 x 14 forward 1.29-1.36 vs 2.48-2.53,
+//                  weight gradient 2.20-2.41 vs 3.14-3.24. Against the row kernels below
 //                  and im2col + GEMM at SE-ResNeXt's grouped layers (bench kernels, batch 8, 2
 //                  threads, best of 3, two alternated runs of each build on shared cores):
 //                  forward 1.4x at 28 x 28, 1.6x at 14 x 14, 2.3x at 7 x 7; input gradient 1.5x,

@@ -266,7 +266,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 }
 
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
-  return dtype == DType::f32 && g.groups > 1 && g.stride_h == 1 && g.stride_w == 1 &&
+  return dtype == DType::f32 && g.stride_h == 1 && g.stride_w == 1 &&
          g.out_channels_per_group() % 4 == 0 && g.out_channels_per_group() <= 32;
 }
 

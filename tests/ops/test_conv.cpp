@@ -107,15 +107,17 @@ TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path"
 
 namespace {
 
-// conv2d with `groups` against one ungrouped conv2d per group (im2col + GEMM): the values, and
-// the gradients of x, w and b (when defined) under a random upstream gradient.
+// conv2d with `groups` against one ungrouped conv2d per group in f64 (im2col + GEMM: the direct
+// and padded-grid algorithms are f32 only, and ungrouped f32 layers may take the grid too): the
+// values, and the gradients of x, w and b (when defined) under a random upstream gradient.
 void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const Tensor& b0, IntPair stride,
                                       IntPair pad, IntPair dilation, int64_t groups, Activation act, Generator& gen) {
   const int64_t per_group_in = x0.shape()[1] / groups, per_group_out = w0.shape()[0] / groups;
   const bool bias = b0.defined();
+  auto f64 = [](const Tensor& t) { return t.to(DType::f64).detach().requires_grad_(); };
   Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
-  Tensor xs = x0.detach().requires_grad_(), ws = w0.detach().requires_grad_();
-  Tensor b = bias ? b0.detach().requires_grad_() : Tensor(), bs = bias ? b0.detach().requires_grad_() : Tensor();
+  Tensor xs = f64(x0), ws = f64(w0);
+  Tensor b = bias ? b0.detach().requires_grad_() : Tensor(), bs = bias ? f64(b0) : Tensor();
   const Tensor y = conv2d(x, w, b, stride, pad, dilation, groups, act);
   std::vector<Tensor> parts;
   const auto xg = split(xs, per_group_in, 1), wg = split(ws, per_group_out, 0);
@@ -124,13 +126,13 @@ void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const 
     parts.push_back(conv2d(xg[size_t(k)], wg[size_t(k)], bk, stride, pad, dilation, 1, act));
   }
   const Tensor reference = cat(parts, 1);
-  check_close(y, reference, 1e-5, 1e-5);
+  check_close(y.to(DType::f64), reference, 1e-5, 1e-5);
   const Tensor gy = randn(y.shape(), {}, &gen);
   sum(mul(y, gy)).backward();
-  sum(mul(reference, gy)).backward();
-  check_close(x.grad(), xs.grad(), 1e-4, 1e-4);
-  check_close(w.grad(), ws.grad(), 1e-4, 1e-4);
-  if (bias) check_close(b.grad(), bs.grad(), 1e-4, 1e-4);
+  sum(mul(reference, gy.to(DType::f64))).backward();
+  check_close(x.grad().to(DType::f64), xs.grad(), 1e-4, 1e-4);
+  check_close(w.grad().to(DType::f64), ws.grad(), 1e-4, 1e-4);
+  if (bias) check_close(b.grad().to(DType::f64), bs.grad(), 1e-4, 1e-4);
 }
 
 }  // namespace
@@ -139,7 +141,7 @@ TEST_CASE("conv2d's direct grouped passes equal one ungrouped convolution per gr
   // Note [Direct grouped forward], [Direct input gradient as a forward], [Direct grouped weight
   // gradient]: blocks of 4, 8 and 16 channels (32 is two blocks), rows under, at and over one
   // 16-pixel block, taps outside the image, dilation, a vertical stride, with and without bias
-  // and ReLU. An ungrouped convolution takes im2col + GEMM.
+  // and ReLU.
   struct Case {
     int64_t per_group_in, per_group_out, h, w;
     IntPair stride, pad, dilation;
@@ -285,6 +287,34 @@ TEST_CASE("conv2d's padded-grid passes equal one ungrouped convolution per group
       CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
     }
     check_against_one_conv_per_group(x0, w0, b0, 1, c.pad, c.dilation, G, c.act, gen);
+  }
+}
+
+// An ungrouped stride-1 layer with 8 to 32 output channels takes the padded grid too (Note [Conv
+// algorithms] in ops/cpu/conv.cpp): MNIST's two layers, a wider input and a 5 x 5 kernel, against
+// the same convolution in f64 (im2col + GEMM), values and both gradients.
+TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GEMM", "[conv][direct]") {
+  struct Case {
+    int64_t in, out, batch, hw, kernel, pad;
+  };
+  const Case cases[] = {{1, 16, 3, 28, 3, 1}, {16, 32, 2, 14, 3, 1}, {40, 8, 2, 9, 3, 0}, {3, 24, 2, 12, 5, 2}};
+  Generator gen(77);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i);
+    const Tensor x0 = randn({c.batch, c.in, c.hw, c.hw}, {}, &gen);
+    const Tensor w0 = randn({c.out, c.in, c.kernel, c.kernel}, {}, &gen);
+    const Tensor b0 = randn({c.out}, {}, &gen);
+    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), 1, c.pad, 1, 1);
+    if (!cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::relu)) {
+      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
+    } else {
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "padded grid");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) ==
+            (c.in % 8 == 0 && c.in <= 32 ? "padded grid" : "gemm+col2im"));
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+    }
+    check_against_one_conv_per_group(x0, w0, b0, 1, c.pad, 1, 1, Activation::relu, gen);
   }
 }
 
