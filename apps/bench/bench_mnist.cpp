@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "apps/bench/machine_peak.h"
+#include "apps/bench/op_overhead.h"
 #include "apps/bench/peer_script.h"
 #include "apps/bench/timing.h"
 #include "datasets/data_loader.h"
@@ -135,6 +136,7 @@ void bench_mnist(const BenchMnistOptions& o, std::ostream& out) {
   out << "\nvs fp32 = ember fp32 seconds / this row's seconds; precision: autocast as in ember train --precision;\n"
          "speedup = pytorch seconds / ember seconds (training epoch only; accuracy on the 10k test images after it);\n"
          "peak MiB = the caching allocator's peak allocated bytes during the epoch, above what was live before it\n";
+  report_op_overhead(out, *std::min_element(o.batch_sizes.begin(), o.batch_sizes.end()));
 }
 
 }  // namespace ember::bench
