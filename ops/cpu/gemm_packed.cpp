@@ -106,17 +106,22 @@ void pack_panels(const Operand& x, int64_t r0, int64_t rows, int64_t p0, int64_t
   }
 }
 
-// The f32 form of the loop nest's Packing (ops/cpu/gemm_loop_nest.h): one K value per element.
-struct F32Packing {
+// What the f32 forms of the loop nest's Packing (ops/cpu/gemm_loop_nest.h) share: one K value
+// per element, and op(A) packed from its rows; they differ in where op(B)'s panels come from.
+struct F32PackingOfA {
   using Packed = float;
   using Kernel = MicroKernel;
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
-  Operand a;   // op(A): (M, K)
-  Operand bt;  // op(B)^T: (N, K)
+  Operand a;  // op(A): (M, K)
   static int64_t steps(int64_t kc) { return kc; }
   void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
     pack_panels(a, r0, rows, p0, kc, kMR, dst);
   }
+};
+
+// op(B) packed per call.
+struct F32Packing : F32PackingOfA {
+  Operand bt;  // op(B)^T: (N, K)
   void pack_bt(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
     pack_panels(bt, r0, rows, p0, kc, kNR, dst);
   }
@@ -141,17 +146,9 @@ struct F32Packing {
 // EMBER_GEMM_B=packed|in_place overrides the choice.
 constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512;
 
-struct InPlaceF32Packing {
-  using Packed = float;
-  using Kernel = MicroKernel;
-  static constexpr int kTileRows = kMR, kTileColumns = kNR;
-  Operand a;  // op(A): (M, K)
+struct InPlaceF32Packing : F32PackingOfA {
   const float* b;
   int64_t ldb;  // op(B) = B: (K, N), row k at b + k * ldb
-  static int64_t steps(int64_t kc) { return kc; }
-  void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
-    pack_panels(a, r0, rows, p0, kc, kMR, dst);
-  }
   const float* b_rows(int64_t pc, int64_t column) const { return b + pc * ldb + column; }
 };
 
@@ -176,17 +173,9 @@ bool b_in_place_pays(int64_t M, int64_t N, int64_t K) {
 // and packing streams memory while the FMAs stay in registers. Here op(B) is packed once, in the
 // loop nest's own micro-panel layout with all of K in each panel (kNR columns, row k at k * kNR),
 // so that any K range and any panel-aligned column range of it is a set of ready micro-panels.
-struct PrepackedF32Packing {
-  using Packed = float;
-  using Kernel = MicroKernel;
-  static constexpr int kTileRows = kMR, kTileColumns = kNR;
-  Operand a;  // op(A): (M, k)
+struct PrepackedF32Packing : F32PackingOfA {  // op(A): (M, k)
   const float* panels;
   int64_t packed_k, k0, n0;
-  static int64_t steps(int64_t kc) { return kc; }
-  void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, float* dst) const {
-    pack_panels(a, r0, rows, p0, kc, kMR, dst);
-  }
   const float* b_panel(int64_t pc, int64_t column) const {
     return panels + (n0 + column) / kNR * packed_k * kNR + (k0 + pc) * kNR;
   }
@@ -216,11 +205,11 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
   if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
-    const InPlaceF32Packing packing{{A, lda, trans_a}, B, ldb};
+    const InPlaceF32Packing packing{{{A, lda, trans_a}}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
   }
   // op(B)^T (N, K) is B read with the opposite transposition.
-  const F32Packing packing{{A, lda, trans_a}, {B, ldb, !trans_b}};
+  const F32Packing packing{{{A, lda, trans_a}}, {B, ldb, !trans_b}};
   run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
 }
 
@@ -250,7 +239,7 @@ void gemm_packed_b(bool trans_a, int64_t M, int64_t n, int64_t k, float alpha, c
               "gemm_packed_b: expected a panel-aligned block inside the packed (", b.K, ", ", b.N, "), got rows ", k0,
               "+", k, " columns ", n0, "+", n);
   if (M == 0 || n == 0) return;
-  const PrepackedF32Packing packing{{A, lda, trans_a}, b.panels.data<float>(), b.K, k0, n0};
+  const PrepackedF32Packing packing{{{A, lda, trans_a}}, b.panels.data<float>(), b.K, k0, n0};
   run_loop_nest(packing, default_micro_kernel(), cache_blocking(), M, n, k, alpha, beta, C, ldc, Activation::none,
                 nullptr, nullptr);
 }
