@@ -1,5 +1,6 @@
 // The register-tile micro-kernels of the packed GEMM (ops/cpu/gemm_packed.h), f32 and bf16: each
-// computes one kMR x kNR tile of C from packed panels and updates C in place:
+// computes one kMR x kNR tile of C from a packed panel of A and a packed panel or rows of B,
+// and updates C in place:
 //   C[i][j] = act(alpha * sum_k a[k][i] * b[k][j] + beta * C[i][j] + row_bias[i] + column_bias[j])
 // for i < m, j < n (an absent bias adds nothing),
 // a: kc x kMR packed (a[k * kMR + i], rows past m are zero); the f32 kernels' b: kc rows of the
@@ -15,8 +16,9 @@
 // ports' limit, and 24 independent chains cover the FMA latency (4 cycles x 2 ports) three times
 // over. The tall alternative (row-major 14 x 32) has the same efficiency on squares but wastes
 // more on the convolution shapes: their M (output channels: 32, 64, ...) is a multiple of 8, and
-// their N (pixels: 3136, 196, 49) leaves one partial vector that the 1- and 2-vector variants of
-// the kernel take at their own cost.
+// their N (pixels: 3136, 196, 49) leaves one partial tile that the 1- and 2-vector variants of
+// the kernel take at their own cost, or the narrow kernel where it has at most 8 columns (Note
+// [Narrow column tiles] in gemm_microkernel_avx512.cpp: 49 and 196 leave 1 and 4).
 #pragma once
 
 #include <cstdint>

@@ -78,7 +78,8 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
 
   const __mmask16 tail = column_mask(n, NV - 1);
   for (int64_t k = 0; k < steps; ++k) {
-    // The panel of A streams from L2 (the panel of B stays in L1): ask for it a few lines ahead.
+    // The panel of A streams from L2 (B's rows, packed or in place, are reused by the block's
+    // other tiles and stay near): ask for A a few lines ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchA) * kMR), _MM_HINT_T0);
     Step::template step<NV, kTail>(a + k * kMR, b + k * ldb, tail, acc);
   }

@@ -132,7 +132,7 @@ struct F32Packing : F32PackingOfA {
 // of a partial tile under a mask) instead of from a packed copy. Packing costs a read and a
 // write of all of op(B) per call, and the micro-panel it makes is reused by only M / kMR tiles:
 // at 32 x 3136 x 288 (a convolution's 32 output channels over 56 x 56 pixels) it took 29% of
-// one thread's time (`perf`, KC 336). In place, a tile's B is KC rows of 3 lines, which a stride
+// one thread's time (`perf`, KC 336). In place, a tile's B is KC rows of 3-4 lines, which a stride
 // prefetcher follows down the rows, spread over KC pages instead of contiguous. Measured on Zen 4
 // (2026-12-03, `gemmprobe`, EMBER_GEMM_B alternated, ms per call), in place against packed:
 //   2 threads: 32x3136x288 0.28 vs 0.53-0.75, 64x196x576 0.087 vs 0.137-0.164, 128x3136x256
@@ -142,9 +142,11 @@ struct F32Packing : F32PackingOfA {
 //   512x3136x256 7.86-7.94 vs 7.99-8.36, but 1024x3136x256 16.2-16.4 vs 15.6-15.8 and
 //   256x1024x512 2.55-2.60 vs 2.47-2.53; and the 1x1 convolution 1024 -> 512 at 14 x 14
 //   (n 8: a 512x196x1024 GEMM per image, one thread each, two at once) 9.9-10.1 vs 9.3.
-// So B is read in place up to 256 rows of A, and up to 512 where the call splits over threads;
-// EMBER_GEMM_B=packed|in_place overrides the choice.
-constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512;
+// So B is read in place up to 256 rows of A, and up to 512 where the call splits over threads,
+// except on one thread with B's rows a multiple of 4 KiB apart (256x1024x512 above, 256x4096x256
+// 5.30-5.35 vs 5.26-5.27: such rows share a few cache sets); EMBER_GEMM_B=packed|in_place
+// overrides the choice.
+constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512, kSetAliasingStride = 4096;
 
 struct InPlaceF32Packing : F32PackingOfA {
   const float* b;
@@ -161,9 +163,10 @@ BRows b_rows_override() {
   return rows;
 }
 
-bool b_in_place_pays(int64_t M, int64_t N, int64_t K) {
+bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t ldb) {
   const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, K);
-  return M <= (threaded ? kInPlaceMaxRowsThreaded : kInPlaceMaxRows);
+  if (threaded) return M <= kInPlaceMaxRowsThreaded;
+  return M <= kInPlaceMaxRows && (ldb * int64_t(sizeof(float))) % kSetAliasingStride != 0;
 }
 
 // Note [Prepacked B]: a pair loss multiplies every tile of its B x B similarities by the same
@@ -203,7 +206,7 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
                  BRows b_rows) {
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{{{A, lda, trans_a}}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);

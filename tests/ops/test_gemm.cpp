@@ -128,14 +128,15 @@ TEST_CASE("packed GEMM matches a double reference for every transposition, alpha
 TEST_CASE("packed GEMM on tiles of 1 to 8 columns (Note [Narrow column tiles]) matches the reference", "[gemm]") {
   for (const NamedKernel& k : kernels())
     for (int64_t N : {1, 2, 3, 4, 5, 6, 7, 8, 49, 50, 51, 52, 53, 54, 55, 56, 57})
-      for (bool tb : {false, true})
-        for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
-          for (BRows b_rows : {BRows::packed, BRows::in_place}) {
-            const Case t{false, tb, 11, N, 37, -0.5f, 0.7f, act, 3};
-            const Operands in(t);
-            check_against_reference(t, in, run_packed(k.kernel, kTiny, t, in, b_rows),
-                                    std::string(k.name) + name_of(b_rows));
-          }
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (Activation act : {Activation::none, Activation::relu, Activation::tanh})
+            for (BRows b_rows : {BRows::packed, BRows::in_place}) {
+              const Case t{ta, tb, 11, N, 37, -0.5f, 0.7f, act, 3};
+              const Operands in(t);
+              check_against_reference(t, in, run_packed(k.kernel, kTiny, t, in, b_rows),
+                                      std::string(k.name) + name_of(b_rows));
+            }
 }
 
 TEST_CASE("packed GEMM gives the same bits with B packed or read in place", "[gemm]") {
@@ -155,7 +156,8 @@ TEST_CASE("packed GEMM reading B in place reads nothing past B's last row", "[ge
   // whole vector past column N of the last row faults.
   const int64_t page = sysconf(_SC_PAGESIZE);
   for (const NamedKernel& k : kernels())
-    for (int64_t N : {1, 15, 17, 40, 47, 49, 95}) {
+    // Narrow tiles (1-8 columns), masked last vectors, and whole vectors that end at N exactly.
+    for (int64_t N : {1, 2, 5, 8, 15, 16, 17, 32, 40, 47, 48, 49, 56, 64, 95}) {
       const int64_t K = 3, M = 9, b_bytes = K * N * int64_t(sizeof(float));
       const int64_t pages = (b_bytes + page - 1) / page;
       char* region = static_cast<char*>(
