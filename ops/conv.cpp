@@ -75,7 +75,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
                 shape_str({g.out_channels}), ", got ", shape_str(b.shape()));
   }
   Tensor y = Tensor::empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.options());
-  conv2d_forward_kernel(x.device(), g, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), act,
+  // Detached before the copies, which would otherwise record nodes nothing consumes.
+  conv2d_forward_kernel(x.device(), g, x.detach().contiguous(), w.detach().contiguous(),
+                        b.defined() ? b.detach().contiguous() : Tensor(), act,
                         y);
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);

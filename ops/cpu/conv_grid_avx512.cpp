@@ -275,8 +275,12 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 }
 
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
-  return dtype == DType::f32 && g.stride_h == 1 && g.stride_w == 1 &&
-         g.out_channels_per_group() % 4 == 0 && g.out_channels_per_group() <= 32;
+  const int64_t M = g.out_channels_per_group();
+  // An ungrouped layer's tasks are its blocks of 8 channels (Note [Grid tasks]), at most 4: with
+  // more threads than that im2col + GEMM, which splits over the images too, keeps them all busy.
+  const bool ungrouped_fits = M % 8 == 0 && (M + 7) / 8 >= int64_t(num_threads());
+  return dtype == DType::f32 && g.stride_h == 1 && g.stride_w == 1 && M % 4 == 0 && M <= 32 &&
+         (g.groups > 1 || ungrouped_fits);
 }
 
 void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {

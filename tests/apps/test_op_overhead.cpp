@@ -40,5 +40,19 @@ TEST_CASE("bench mnist's per-op overhead counts the nodes of a step's graph and 
   CHECK(r.allocation_us > 0);
   CHECK(r.pool_us > 0);
   CHECK(r.step_ms > 0);
-  CHECK(r.step_overhead_us() == double(r.recorded_ops) * (r.recorded_us + r.plain_us));
+}
+
+TEST_CASE("linear and conv2d on non-contiguous operands record one node each", "[bench]") {
+  Generator gen(4);
+  const Tensor x = randn({5, 3}, {}, &gen).requires_grad_(), w = randn({5, 4}, {}, &gen).requires_grad_();
+  const Tensor xt = x.t(), wt = w.t();  // (3, 5) and (4, 5), neither contiguous
+  const uint64_t before = wt.autograd_meta()->grad_fn->sequence;
+  const Tensor y = linear(xt, wt, Tensor());
+  CHECK(y.autograd_meta()->grad_fn->sequence == before + 1);
+  const Tensor img = randn({1, 4, 6, 5}, {}, &gen).requires_grad_();
+  const Tensor img_t = img.transpose(2, 3);  // (1, 4, 5, 6), not contiguous
+  const Tensor k = randn({2, 4, 3, 3}, {}, &gen).requires_grad_();
+  const uint64_t before_conv = img_t.autograd_meta()->grad_fn->sequence;
+  const Tensor z = conv2d(img_t, k);
+  CHECK(z.autograd_meta()->grad_fn->sequence == before_conv + 1);
 }
