@@ -75,10 +75,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
                 shape_str({g.out_channels}), ", got ", shape_str(b.shape()));
   }
   Tensor y = Tensor::empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.options());
-  // Detached before the copies, which would otherwise record nodes nothing consumes.
-  conv2d_forward_kernel(x.device(), g, x.detach().contiguous(), w.detach().contiguous(),
-                        b.defined() ? b.detach().contiguous() : Tensor(), act,
-                        y);
+  {
+    const autograd::NoGradGuard untracked;  // copies of the operands: nodes nothing would consume
+    conv2d_forward_kernel(x.device(), g, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(),
+                          act, y);
+  }
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
     const bool activated = act != Activation::none;

@@ -38,11 +38,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Activation act)
   out_shape.back() = out;
   const int64_t m = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));  // rows of the GEMM
   Tensor y = Tensor::empty({m, out}, x.options());
-  // The kernel's operands are detached before any copy or view: recorded, each would be a graph
-  // node of its own that nothing consumes (the node below records x, w and b themselves; Note
-  // [Per-op overhead] counts them).
-  linear_forward_kernel(x.device(), x.detach().contiguous().reshape({m, in}), w.detach().contiguous(),
-                        b.defined() ? b.detach().contiguous() : Tensor(), act, y);
+  {
+    // The kernel's operands are made without recording: a copy or view recorded here would be a
+    // graph node that nothing consumes (the node below records x, w and b themselves; Note
+    // [Per-op overhead] counts them).
+    const autograd::NoGradGuard untracked;
+    linear_forward_kernel(x.device(), x.contiguous().reshape({m, in}), w.contiguous(),
+                          b.defined() ? b.contiguous() : Tensor(), act, y);
+  }
   y = y.view(out_shape);
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
