@@ -182,9 +182,13 @@ void scale_add_relu_backward(const Tensor& grad, const Tensor& y, const Tensor& 
 
 // ---- pooling (pool.cpp) ---------------------------------------------------------------------
 // x (planes, H, W) -> y (planes, Ho, Wo), indices (planes, Ho, Wo) i64: the flat index h * W + w
-// of each maximum in its input plane (padding never wins; NaN does, as in PyTorch).
+// of each maximum in its input plane (padding never wins; NaN does, as in PyTorch). On the CPU,
+// indices may be u8 instead for windows of at most 256 cells: the maximum's offset in its window,
+// (h - h0) * kernel_w + (w - w0) (Note [Max pool window offsets] in ops/cpu/pool.cpp).
+constexpr int64_t kMaxPoolWindowOffsetCells = 256;
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& indices);
-// dy, indices (planes, Ho, Wo) -> dx (planes, H, W): dx[p, indices[p, i]] += dy[p, i].
+// dy, indices (planes, Ho, Wo) -> dx (planes, H, W): dx[p, indices[p, i]] += dy[p, i] (indices
+// in either of the forward's encodings).
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx);
 // x (planes, H, W) -> y (planes, Ho, Wo): window means; the divisor counts padding cells when
 // count_include_pad (but never cells past the padded border).

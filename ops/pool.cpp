@@ -71,45 +71,64 @@ Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<In
 namespace {
 bool native_16bit_max_pool(const Tensor& t) { return t.device().is_cpu(); }
 bool windows_overlap(const Pool2dGeometry& g) { return g.stride_h < g.kernel_h || g.stride_w < g.kernel_w; }
-}  // namespace
 
-ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
-                                      IntPair padding) {
+// dL/dx from dy and the forward's indices (i64 plane indices or u8 window offsets).
+Tensor max_pool2d_backward_of(const Tensor& dy, const Tensor& indices, const Shape& input_shape,
+                              const Pool2dGeometry& g) {
+  if (is_reduced_float(dy.dtype()) && (!native_16bit_max_pool(dy) || windows_overlap(g)))
+    return narrowed(max_pool2d_backward_of(widened(dy), indices, input_shape, g), dy.dtype());
+  check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), "max_pool2d_backward");
+  Tensor dx = Tensor::empty(input_shape, dy.options());
+  max_pool2d_backward_kernel(dy.device(), g, dy.contiguous(), indices.contiguous(), dx);
+  return dx;
+}
+
+// The maximum's position as max_pool2d's autograd node saves it: u8 window offsets where the CPU
+// kernels take them (Note [Max pool window offsets] in ops/cpu/pool.cpp), else i64 plane indices.
+DType saved_argmax_dtype(const Tensor& x, const Pool2dGeometry& g) {
+  return x.device().is_cpu() && g.kernel_h * g.kernel_w <= cpu::kMaxPoolWindowOffsetCells ? DType::u8 : DType::i64;
+}
+
+// The forward of both max pooling ops; `argmax` is the dtype of the indices it returns.
+ValuesIndices max_pool2d_recorded(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding,
+                                  std::optional<DType> argmax) {
   check_pool_input(x, "max_pool2d");
   if (is_reduced_float(x.dtype()) && !native_16bit_max_pool(x)) {
-    ValuesIndices r = max_pool2d_with_indices(widened(x), kernel, stride, padding);
+    ValuesIndices r = max_pool2d_recorded(widened(x), kernel, stride, padding, argmax);
     return {narrowed(r.values, x.dtype()), r.indices};
   }
   const Pool2dGeometry g = pool2d_geometry(x.shape(), kernel, stride, padding, "max_pool2d");
   const Shape out_shape = with_plane(x.shape(), g.out_h, g.out_w);
   Tensor y = Tensor::empty(out_shape, x.options());
-  Tensor indices = Tensor::empty(out_shape, {.dtype = DType::i64, .device = x.device()});
+  Tensor indices = Tensor::empty(out_shape, {.dtype = argmax.value_or(saved_argmax_dtype(x, g)), .device = x.device()});
   max_pool2d_forward_kernel(x.device(), g, x.contiguous(), y, indices);
   if (needs_grad(x)) {
-    record("max_pool2d", {x}, y, [si = save(indices), xs = x.shape(), kernel, stride, padding](const Tensor& dy) -> TensorList {
-      return {max_pool2d_backward(dy, si.get("max_pool2d"), xs, kernel, stride, padding)};
+    record("max_pool2d", {x}, y, [si = save(indices), xs = x.shape(), g](const Tensor& dy) -> TensorList {
+      return {max_pool2d_backward_of(dy, si.get("max_pool2d"), xs, g)};
     });
   }
   return {y, indices};
 }
+}  // namespace
+
+ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
+                                      IntPair padding) {
+  return max_pool2d_recorded(x, kernel, stride, padding, DType::i64);
+}
 
 Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding) {
-  return max_pool2d_with_indices(x, kernel, stride, padding).values;
+  return max_pool2d_recorded(x, kernel, stride, padding, std::nullopt).values;
 }
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
                            std::optional<IntPair> stride, IntPair padding) {
   const char* op = "max_pool2d_backward";
   const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
-  if (is_reduced_float(dy.dtype()) && (!native_16bit_max_pool(dy) || windows_overlap(g)))
-    return narrowed(max_pool2d_backward(widened(dy), indices, input_shape, kernel, stride, padding), dy.dtype());
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
   EMBER_CHECK(indices.dtype() == DType::i64 && indices.shape() == dy.shape(), op,
               ": expected i64 indices of shape ", shape_str(dy.shape()), ", got ", dtype_name(indices.dtype()), " ",
               shape_str(indices.shape()));
-  Tensor dx = Tensor::empty(input_shape, dy.options());
-  max_pool2d_backward_kernel(dy.device(), g, dy.contiguous(), indices.contiguous(), dx);
-  return dx;
+  return max_pool2d_backward_of(dy, indices, input_shape, g);
 }
 
 // ---- average ---------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d beyond the op table (tests/ops/test_op_table.cpp
 // has their PyTorch values, gradients, gradchecks and non-contiguous inputs): max_pool2d's
-// indices against PyTorch, hand-checked values, NaN and padding, overlapping windows, errors.
+// indices against PyTorch, hand-checked values, NaN and padding, overlapping windows, the CPU's
+// window offsets, errors.
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "ember.h"
+#include "ops/kernels.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -139,9 +141,61 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
         y.backward(dy);
         CHECK(x.grad().dtype() == dt);
         check_same(x.grad().to(DType::f64).contiguous().to_vector<double>(), want.grad_in);
+        // max_pool2d alone saves window offsets (Note [Max pool window offsets]).
+        const Tensor x2 = x.detach().requires_grad_();
+        max_pool2d(x2, c.k, c.stride).backward(dy);
+        check_same(x2.grad().to(DType::f64).contiguous().to_vector<double>(), want.grad_in);
       }
     }
   }
+}
+
+// Note [Max pool window offsets]: on the CPU the kernels take u8 offsets inside the window as well
+// as i64 plane indices. Both encodings name the same cell for padded, overlapping, non-square and
+// 2x2 windows, and the gradient that max_pool2d's node computes from its offsets equals the one
+// from max_pool2d_with_indices' i64 indices; a window of more than 256 cells keeps i64 indices.
+TEST_CASE("max_pool2d: window offsets and plane indices name the same maxima", "[pool]") {
+  struct Case {
+    IntPair kernel, stride, padding;
+  };
+  const Shape xs{2, 3, 11, 13};
+  const Tensor x = tie_heavy(xs, 11);
+  for (Case c : {Case{2, 2, 0}, Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2},
+                 Case{{11, 13}, 1, 0}}) {
+    INFO("kernel " << c.kernel.h << "x" << c.kernel.w << " stride " << c.stride.h << "x" << c.stride.w << " padding "
+                   << c.padding.h << "x" << c.padding.w);
+    const Pool2dGeometry g = pool2d_geometry(xs, c.kernel, c.stride, c.padding, "max_pool2d");
+    const Shape ys{xs[0], xs[1], g.out_h, g.out_w};
+    Tensor y_index = Tensor::empty(ys), y_offset = Tensor::empty(ys);
+    Tensor index = Tensor::empty(ys, {.dtype = DType::i64}), offset = Tensor::empty(ys, {.dtype = DType::u8});
+    cpu::max_pool2d_forward(g, x, y_index, index);
+    cpu::max_pool2d_forward(g, x, y_offset, offset);
+    check_same(y_offset.to(DType::f64).to_vector<double>(), y_index.to(DType::f64).to_vector<double>());
+    const std::vector<int64_t> flat = index.to_vector<int64_t>();
+    const std::vector<int64_t> in_window = offset.to(DType::i64).to_vector<int64_t>();
+    for (size_t i = 0; i < flat.size(); ++i) {
+      const int64_t ow = int64_t(i) % g.out_w, oh = int64_t(i) / g.out_w % g.out_h;
+      const int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+      INFO("output " << i);
+      REQUIRE(flat[i] == (h0 + in_window[i] / g.kernel_w) * g.in_w + w0 + in_window[i] % g.kernel_w);
+    }
+    Generator gen(3);
+    const Tensor dy = randint(-8, 9, ys, {.dtype = DType::i64}, &gen).to(DType::f32);
+    const Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+    max_pool2d(a, c.kernel, c.stride, c.padding).backward(dy);
+    max_pool2d_with_indices(b, c.kernel, c.stride, c.padding).values.backward(dy);
+    check_same(a.grad().to(DType::f64).to_vector<double>(), b.grad().to(DType::f64).to_vector<double>());
+  }
+  // 17 x 17 = 289 cells: max_pool2d keeps plane indices, and the kernels refuse u8 offsets.
+  const Tensor big = tie_heavy({1, 2, 17, 17}, 5).requires_grad_();
+  sum(max_pool2d(big, 17)).backward();
+  CHECK(sum(big.grad()).item() == 2.0);
+  const Pool2dGeometry g = pool2d_geometry(big.shape(), 17, {}, 0, "max_pool2d");
+  CHECK_THAT(error_of([&] {
+               cpu::max_pool2d_forward(g, big.detach(), Tensor::empty({1, 2, 1, 1}),
+                                       Tensor::empty({1, 2, 1, 1}, {.dtype = DType::u8}));
+             }),
+             Catch::Contains("max_pool2d") && Catch::Contains("u8") && Catch::Contains("17x17"));
 }
 
 TEST_CASE("pooling errors name the op, the expectation and the input", "[pool][errors]") {
