@@ -151,10 +151,11 @@ struct GradChunk {
   const float* xpad;
 };
 
-// Note [One load per dy vector]: GCC 12 folded the load of each dy vector into all NT of its FMAs
-// as a memory operand, so an 8 x 3 step issued 27 vector loads for 24 FMAs, and Zen 4 does one
-// 512-bit load a cycle: the loads, not the FMAs, set the pace (perf: a load in every FMA of the
-// loop). An empty asm that claims to change the value makes it a register that the FMAs share.
+// Note [One load per vector]: GCC 12 folded the load of each dy vector into all NT of its FMAs
+// as a memory operand (and, in the 4-row tiles, each x vector into its 4), so an 8 x 3 step
+// issued 27 vector loads for 24 FMAs, and Zen 4 does one 512-bit load a cycle: the loads, not
+// the FMAs, set the pace (perf: a load in every FMA of the loop). An empty asm that claims to
+// change a loaded value makes it a register that its FMAs share.
 inline void keep_in_register(__m512& v) { asm("" : "+v"(v)); }
 
 // dw[i][t] (+)= the sums for the ROWS rows of the chunk's dy starting at row m0 and its NT taps
@@ -174,7 +175,10 @@ void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw
     for (int64_t v = 0; v < vectors; ++v) {
       __m512 xv[NT];
 #pragma GCC unroll 6
-      for (int t = 0; t < NT; ++t) xv[t] = _mm512_loadu_ps(x + off[t] + 16 * v);
+      for (int t = 0; t < NT; ++t) {
+        xv[t] = _mm512_loadu_ps(x + off[t] + 16 * v);
+        keep_in_register(xv[t]);
+      }
 #pragma GCC unroll 8
       for (int i = 0; i < ROWS; ++i) {
         __m512 dv = _mm512_load_ps(d + i * ld + 16 * v);
