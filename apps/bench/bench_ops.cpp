@@ -8,10 +8,38 @@
 #include "apps/bench/onednn_peer.h"
 #include "apps/bench/machine_peak.h"
 #include "ops/cpu/gemm_packed.h"
+#include "ops/kernels.h"
 #include "apps/bench/timing.h"
 #include "ember.h"
 
 namespace ember::bench {
+
+namespace {
+
+// max_pool2d's 2x2 stride-2 CPU passes as training runs them (u8 window offsets, Note [Max pool
+// window offsets]) against the memcpy bandwidth: MNIST's first pool, and a 64 MiB input.
+void bench_max_pool(std::ostream& out, Table& table, int threads, double bandwidth) {
+  for (const Shape& shape : {Shape{128, 16, 28, 28}, Shape{256, 64, 32, 32}}) {
+    const Pool2dGeometry g = pool2d_geometry(shape, 2, {}, 0, "max_pool2d");
+    const Shape out_shape{shape[0], shape[1], g.out_h, g.out_w};
+    const Tensor x = randn(shape), dy = randn(out_shape), dx = Tensor::empty(shape), y = Tensor::empty(out_shape);
+    const Tensor offsets = Tensor::empty(out_shape, {.dtype = DType::u8});
+    const double in = double(x.numel()), outs = double(y.numel());
+    const double forward_ms = median_ms([&] { cpu::max_pool2d_forward(g, x, y, offsets); });
+    const double backward_ms = median_ms([&] { cpu::max_pool2d_backward(g, dy, offsets, dx); });
+    const double bytes = 4 * in + 5 * outs;  // each pass: the input plane, the output and its offsets
+    std::string size;
+    for (int64_t d : shape) size += (size.empty() ? "" : "x") + std::to_string(d);
+    for (auto [name, ms] : {std::pair{"max_pool fwd", forward_ms}, std::pair{"max_pool bwd", backward_ms}}) {
+      const double gbps = bytes / (ms * 1e6);
+      out << table.row({name, size, std::to_string(threads), fixed(ms, 3), fixed(gbps, 1) + " GB/s",
+                        fixed(bandwidth, 1) + " GB/s", fixed(100 * gbps / bandwidth, 1) + "%"})
+          << "\n";
+    }
+  }
+}
+
+}  // namespace
 
 void bench_ops(std::ostream& out) {
   const int max_threads = std::max(1u, std::thread::hardware_concurrency());
@@ -50,6 +78,7 @@ void bench_ops(std::ostream& out) {
             << "\n";
       }
     }
+    bench_max_pool(out, table, threads, bandwidth);
   }
   set_num_threads(previous_threads);
   out << "\ngemm ember / gemm eigen: cpu::gemm (ember's packed GEMM) and Eigen on the same f32 operands, timed\n"
@@ -63,7 +92,9 @@ void bench_ops(std::ostream& out) {
                                       "      above (below 1: slower than ember's f32 GEMM).\n" : "\n");
   out << "peak: matmul against the FMA peak (all threads running independent FMA chains);\n"
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
-         "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure.\n";
+         "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure;\n"
+         "      max_pool fwd/bwd: the 2x2 stride-2 CPU kernels with u8 window offsets (as training saves\n"
+         "      them), counting 4 bytes per input and 5 per output each way, against the same bandwidth.\n";
 }
 
 }  // namespace ember::bench

@@ -146,34 +146,50 @@ C max_of_four(C c0, C c1, C c2, C c3, int& pick) {
   return best;
 }
 
-// Copies the first n < N elements of src to dst, and with `pad` zeroes the rest of dst (a block's
-// padded copy). A loop of fixed length with a condition, not std::copy_n: GCC makes it masked
-// vector loads and stores, where a copy of variable length became a call to memmove (which
-// took 8% of an MNIST epoch for rows of 14 and 7 outputs).
-// bf16 and f16 are copied as their bit patterns (a loop over the Float16 struct stays scalar).
-template <int N, class T>
-void copy_prefix(const T* src, int64_t n, T* dst, bool pad = true) {
-  if constexpr (is_float16_v<T>) {
-    copy_prefix<N>(reinterpret_cast<const uint16_t*>(src), n, reinterpret_cast<uint16_t*>(dst), pad);
+// Note [Partial blocks]: a row shorter than a block, or a row's last partial block, is read and
+// written under masks by the block's own loops: `k < n ? src[k] : 0` and `if (k < n) dst[k] = v`
+// over a fixed length, which GCC turns into masked vector loads and stores (a copy of variable
+// length became a call to memmove, which took 8% of an MNIST epoch for rows of 14 and 7
+// outputs). Copying the partial block into a buffer and back instead cost a failed store
+// forwarding per copy (a masked store read back by a load): a quarter of the row's time.
+// bf16 and f16 are moved as their bit patterns (a loop over the Float16 struct stays scalar).
+// A whole block (kWhole, n == N) is moved without masks: the masked form of the loops ran the
+// forward on 64 MiB 1.35x slower.
+template <int N, bool kWhole, class S>
+inline void load_prefix(const S* src, int n, S* dst) {
+  if constexpr (kWhole) {
+    std::memcpy(dst, src, N * sizeof(S));
   } else {
-    const int count = int(n);
-    for (int k = 0; k < N; ++k)
-      if (k < count) dst[k] = src[k];
-      else if (pad) dst[k] = T{};
+    for (int k = 0; k < N; ++k) dst[k] = k < n ? src[k] : S(0);
   }
 }
 
-// One block of outputs: top and bottom hold the windows' 2 * kPoolBlock input values of their two
-// rows; `first` is the plane index of top[0], W the plane's width.
+template <int N, bool kWhole, class S>
+inline void store_prefix(const S* src, int n, S* dst) {
+  if constexpr (kWhole) {
+    std::memcpy(dst, src, N * sizeof(S));
+  } else {
+    for (int k = 0; k < N; ++k)
+      if (k < n) dst[k] = src[k];
+  }
+}
+
+template <class T>
+const storage_t<T>* bits_of(const T* p) { return reinterpret_cast<const storage_t<T>*>(p); }
+template <class T>
+storage_t<T>* bits_of(T* p) { return reinterpret_cast<storage_t<T>*>(p); }
+
+// One block of n <= kPoolBlock outputs: top and bottom are the windows' two input rows (2 n
+// values each); `first` is the plane index of top[0], W the plane's width.
 // The maximum is selected as stored (its bits), so bf16 and f16 need no rounding.
-template <class T, class Argmax>
-void max_block_2x2(const T* top, const T* bottom, int64_t first, int64_t W, T* out, typename Argmax::type* idx) {
+template <class T, class Argmax, bool kWhole>
+void max_block_2x2(const T* top, const T* bottom, int n, int64_t first, int64_t W, T* out, typename Argmax::type* idx) {
   using C = compute_t<T>;
   using S = storage_t<T>;
   S tb[2 * kPoolBlock], bb[2 * kPoolBlock], best[kPoolBlock];
   C t[2 * kPoolBlock], b[2 * kPoolBlock];
-  load_bits<2 * kPoolBlock>(top, tb);
-  load_bits<2 * kPoolBlock>(bottom, bb);
+  load_prefix<2 * kPoolBlock, kWhole>(bits_of(top), 2 * n, tb);
+  load_prefix<2 * kPoolBlock, kWhole>(bits_of(bottom), 2 * n, bb);
   widen_bits<2 * kPoolBlock, T>(tb, t);
   widen_bits<2 * kPoolBlock, T>(bb, b);
   int picks[kPoolBlock];
@@ -184,27 +200,20 @@ void max_block_2x2(const T* top, const T* bottom, int64_t first, int64_t W, T* o
     best[j] = pick < 2 ? row0 : row1;
     picks[j] = pick;
   }
-  store_bits<kPoolBlock>(best, out);
-  for (int j = 0; j < kPoolBlock; ++j) idx[j] = Argmax::from_pick(picks[j], first + 2 * j, W);
+  store_prefix<kPoolBlock, kWhole>(best, n, bits_of(out));
+  typename Argmax::type at[kPoolBlock];
+  for (int j = 0; j < kPoolBlock; ++j) at[j] = Argmax::from_pick(picks[j], first + 2 * j, W);
+  store_prefix<kPoolBlock, kWhole>(at, n, idx);
 }
 
-// One output row: r0, r1 are the windows' input rows, `first` the plane index of r0[0]. A row
-// shorter than a block, or its last partial block, goes through padded copies (MNIST's rows
-// are 14 and 7 outputs wide).
+// One output row: r0, r1 are the windows' input rows, `first` the plane index of r0[0].
 template <class T, class Argmax, class I = typename Argmax::type>
 void max_row_2x2(const T* r0, const T* r1, int64_t first, int64_t W, int64_t Wo, T* out, I* idx) {
   int64_t ow = 0;
   for (; ow + kPoolBlock <= Wo; ow += kPoolBlock)
-    max_block_2x2<T, Argmax>(r0 + 2 * ow, r1 + 2 * ow, first + 2 * ow, W, out + ow, idx + ow);
-  if (ow == Wo) return;
-  const int64_t n = Wo - ow;
-  T top[2 * kPoolBlock], bottom[2 * kPoolBlock], part[kPoolBlock];
-  I part_idx[kPoolBlock];
-  copy_prefix<2 * kPoolBlock>(r0 + 2 * ow, 2 * n, top);
-  copy_prefix<2 * kPoolBlock>(r1 + 2 * ow, 2 * n, bottom);
-  max_block_2x2<T, Argmax>(top, bottom, first + 2 * ow, W, part, part_idx);
-  copy_prefix<kPoolBlock>(part, n, out + ow, /*pad=*/false);
-  copy_prefix<kPoolBlock>(part_idx, n, idx + ow, /*pad=*/false);
+    max_block_2x2<T, Argmax, true>(r0 + 2 * ow, r1 + 2 * ow, kPoolBlock, first + 2 * ow, W, out + ow, idx + ow);
+  if (ow < Wo)
+    max_block_2x2<T, Argmax, false>(r0 + 2 * ow, r1 + 2 * ow, int(Wo - ow), first + 2 * ow, W, out + ow, idx + ow);
 }
 
 template <class T, class Argmax, class I = typename Argmax::type>
@@ -213,16 +222,17 @@ void max_plane_2x2(const T* in, T* out, I* idx, int64_t W, int64_t Ho, int64_t W
     max_row_2x2<T, Argmax>(in + 2 * oh * W, in + (2 * oh + 1) * W, 2 * oh * W, W, Wo, out + oh * Wo, idx + oh * Wo);
 }
 
-// Widens a block of window offsets to lanes of the gradient's width. Note [Offset lanes]: GCC 12
-// vectorises a loop with one vector size for every type in it, so a loop from 16 u8 to 16 int32
-// lanes used 4 xmm registers and stored them where the next loop read one zmm register: a failed
-// store forwarding that took 44% of the u8 backward. One conversion instruction per register avoids
-// it; an i64 index is decoded in the selecting loop itself, which GCC vectorises well.
+// Widens n <= kPoolBlock window offsets to lanes of the gradient's width (0 past n).
+// Note [Offset lanes]: GCC 12 vectorises a loop with one vector size for every type in it, so a
+// loop from 16 u8 to 16 int32 lanes used 4 xmm registers and stored them where the next loop read
+// one zmm register: a failed store forwarding that took 44% of the u8 backward. One conversion
+// instruction per register avoids it; an i64 index is decoded in the selecting loop itself, which
+// GCC vectorises well.
 template <class Lane>
-void widen_offsets(const uint8_t* src, Lane* dst) {
+void widen_offsets(const uint8_t* src, int n, Lane* dst) {
   static_assert(kPoolBlock == 16);
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __m128i v = _mm_maskz_loadu_epi8(__mmask16((1u << n) - 1), src);
   if constexpr (sizeof(Lane) == 8) {
     _mm512_storeu_si512(dst, _mm512_cvtepu8_epi64(v));
     _mm512_storeu_si512(dst + 8, _mm512_cvtepu8_epi64(_mm_srli_si128(v, 8)));
@@ -232,20 +242,21 @@ void widen_offsets(const uint8_t* src, Lane* dst) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_cvtepu8_epi16(v));
   }
 #else
-  for (int j = 0; j < kPoolBlock; ++j) dst[j] = Lane(src[j]);
+  for (int j = 0; j < kPoolBlock; ++j) dst[j] = j < n ? Lane(src[j]) : Lane(0);
 #endif
 }
 
-// The backward of one block of outputs: the dx rows d0, d1 get each window's gradient where its
-// maximum was and 0 elsewhere; `first` is the plane index of d0[0].
+// The backward of one block of n <= kPoolBlock outputs: the dx rows d0, d1 (2 n values each) get
+// each window's gradient where its maximum was and 0 elsewhere; `first` is the plane index of d0[0].
 // The gradients are moved as bits, ANDed with a mask of the winning candidate (all-zero bits are
 // +0 in every float format): with selects GCC 12 made masked stores of the loop and left it scalar.
-template <class T, class Argmax>
-void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int64_t first, int64_t W, T* d0, T* d1) {
+template <class T, class Argmax, bool kWhole>
+void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int n, int64_t first, int64_t W, T* d0,
+                            T* d1) {
   using Lane = PickLane<storage_t<T>>;
   using Bits = std::make_unsigned_t<Lane>;
   Bits g[kPoolBlock], top[2 * kPoolBlock], bottom[2 * kPoolBlock];
-  std::memcpy(g, dy, sizeof g);
+  load_prefix<kPoolBlock, kWhole>(reinterpret_cast<const Bits*>(dy), n, g);
   const auto select = [&](auto pick_of) {
     for (int j = 0; j < kPoolBlock; ++j) {
       const Lane picked = pick_of(j);
@@ -258,29 +269,25 @@ void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int64
   };
   if constexpr (std::is_same_v<Argmax, WindowOffset>) {
     Lane picks[kPoolBlock];
-    widen_offsets(idx, picks);
+    widen_offsets(idx, n, picks);
     select([&](int j) { return picks[j]; });
   } else {
-    select([&](int j) { return Lane(Argmax::pick_of(idx[j], first + 2 * j, W)); });
+    typename Argmax::type at[kPoolBlock];
+    load_prefix<kPoolBlock, kWhole>(idx, n, at);
+    select([&](int j) { return Lane(Argmax::pick_of(at[j], first + 2 * j, W)); });
   }
-  std::memcpy(d0, top, sizeof top);
-  std::memcpy(d1, bottom, sizeof bottom);
+  store_prefix<2 * kPoolBlock, kWhole>(top, 2 * n, reinterpret_cast<Bits*>(d0));
+  store_prefix<2 * kPoolBlock, kWhole>(bottom, 2 * n, reinterpret_cast<Bits*>(d1));
 }
 
 template <class T, class Argmax, class I = typename Argmax::type>
 void max_row_2x2_backward(const T* dy, const I* idx, int64_t first, int64_t W, int64_t Wo, T* d0, T* d1) {
   int64_t ow = 0;
   for (; ow + kPoolBlock <= Wo; ow += kPoolBlock)
-    max_block_2x2_backward<T, Argmax>(dy + ow, idx + ow, first + 2 * ow, W, d0 + 2 * ow, d1 + 2 * ow);
-  if (ow == Wo) return;
-  const int64_t n = Wo - ow;
-  T g[kPoolBlock], top[2 * kPoolBlock], bottom[2 * kPoolBlock];
-  I at[kPoolBlock];
-  copy_prefix<kPoolBlock>(dy + ow, n, g);
-  copy_prefix<kPoolBlock>(idx + ow, n, at);
-  max_block_2x2_backward<T, Argmax>(g, at, first + 2 * ow, W, top, bottom);
-  copy_prefix<2 * kPoolBlock>(top, 2 * n, d0 + 2 * ow, /*pad=*/false);
-  copy_prefix<2 * kPoolBlock>(bottom, 2 * n, d1 + 2 * ow, /*pad=*/false);
+    max_block_2x2_backward<T, Argmax, true>(dy + ow, idx + ow, kPoolBlock, first + 2 * ow, W, d0 + 2 * ow, d1 + 2 * ow);
+  if (ow < Wo)
+    max_block_2x2_backward<T, Argmax, false>(dy + ow, idx + ow, int(Wo - ow), first + 2 * ow, W, d0 + 2 * ow,
+                                             d1 + 2 * ow);
 }
 
 template <class T, class Argmax, class I = typename Argmax::type>
