@@ -37,6 +37,7 @@
 // its weights, chunk after chunk in a fixed order: no partial buffers, no atomics, the same bits at
 // any thread count.
 #include <algorithm>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -230,12 +231,19 @@ int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // Note [Grid tasks]: a task is an (image, group) in the forward and a group in the weight
 // gradient. Where that gives fewer than two tasks per thread (few groups, a batch of one), each
-// is cut further into blocks of 8 output channels, the tiles' rows, every task laying out its
-// own copy of the grid (the input planes are then padded once per block: a few percent of the
-// FMAs). Rows are tiled from the group's first row either way, so the cut changes no bits.
-// Output channels per task: all M, or 8.
+// is cut further into blocks of a multiple of 8 output channels (the tiles' rows): as few blocks
+// as make the task count a multiple of the threads (an ungrouped layer: one block per thread),
+// since every block lays out its own copy of the grid. Cutting into blocks of 8 always laid out
+// an ungrouped layer's grid 4 times at 32 channels, even on one thread: the copies were 30% of
+// MNIST's 16 -> 32 weight gradient (perf). Rows are tiled from the group's first row either
+// way, so the cut changes no bits. Output channels per task: all M, or a multiple of 8 (the
+// last block of a weight gradient's group may have fewer).
 int64_t rows_per_task(int64_t tasks, int64_t M) {
-  return tasks >= 2 * int64_t(num_threads()) ? M : std::min<int64_t>(M, 8);
+  const int64_t threads = num_threads();
+  if (tasks >= 2 * threads) return M;
+  const int64_t blocks = (M + kRows - 1) / kRows;
+  const int64_t splits = std::min(blocks, threads / std::gcd(tasks, threads));
+  return kRows * ((blocks + splits - 1) / splits);
 }
 
 }  // namespace
@@ -255,15 +263,16 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   float* yp = y.data<float>();
   const std::vector<int64_t> off = tap_offsets(g, grid);
   const int64_t workspace = round_up_16(grid.floats) + M * ld;
-  const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = M / rows;  // Note [Grid tasks]
+  const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
   parallel_for(0, g.batch * g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
     float* xpad = buffer.data<float>();
     float* out = xpad + round_up_16(grid.floats);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / (g.groups * splits), grp = t / splits % g.groups, m_begin = t % splits * rows;
+      const int64_t m_end = std::min(M, m_begin + rows);
       pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad);
-      for (int64_t m0 = m_begin; m0 < m_begin + rows; m0 += kRows) {
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += kRows) {
         const float* w_block = wp + (grp * M + m0) * K;
         const gemm_detail::VectorEpilogue epilogue(
             {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
@@ -279,7 +288,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
       }
       // The Wo outputs of each grid row go to y.
       float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
-      for (int64_t m = m_begin; m < m_begin + rows; ++m)
+      for (int64_t m = m_begin; m < m_end; ++m)
         copy_rows(out + m * ld, grid.wp, y_group + m * g.out_plane(), Wo, g.out_h, Wo);
     }
   });
@@ -287,8 +296,8 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
   const int64_t M = g.out_channels_per_group();
-  // An ungrouped layer's tasks are its blocks of 8 channels (Note [Grid tasks]), at most 4: with
-  // more threads than that im2col + GEMM, which splits over the images too, keeps them all busy.
+  // An ungrouped layer's tasks are blocks of 8 channels or more (Note [Grid tasks]), at most 4:
+  // with more threads than that im2col + GEMM, which splits over the images too, keeps them all busy.
   const bool ungrouped_fits = M % 8 == 0 && (M + 7) / 8 >= int64_t(num_threads());
   return dtype == DType::f32 && g.stride_h == 1 && g.stride_w == 1 && M % 4 == 0 && M <= 32 &&
          (g.groups > 1 || ungrouped_fits);

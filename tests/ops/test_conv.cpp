@@ -321,25 +321,34 @@ TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GE
 }
 
 // Note [Grid tasks]: with fewer than two (image, group) or group tasks per thread the grid kernels
-// cut each into blocks of 8 channels. One thread does not cut (2 groups, batch 1), two threads
-// do; the values and both gradients must be the same bits.
-TEST_CASE("conv2d's padded-grid passes give the same bits at 1 and 2 threads", "[conv][direct]") {
+// cut each into blocks of a multiple of 8 channels. One thread does not cut (batch 1), two and
+// three threads do: 2 groups of 32 or 24 channels, and one group of 24 (blocks of 16 and 8 at
+// two threads); the values and both gradients must be the same bits.
+TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads", "[conv][direct]") {
   const int before = num_threads();
-  Generator gen(55);
-  const Tensor x = randn({1, 32, 9, 11}, {}, &gen), w = randn({64, 16, 3, 3}, {}, &gen), b = randn({64}, {}, &gen);
-  const Tensor gy = randn({1, 64, 9, 11}, {}, &gen);
-  std::vector<Tensor> results[2];
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_();
-    const Tensor y = conv2d(xv, wv, b, 1, 1, 1, 2, Activation::relu);
-    sum(mul(y, gy)).backward();
-    results[threads - 1] = {y, xv.grad(), wv.grad()};
-  }
-  set_num_threads(before);
-  for (size_t i = 0; i < 3; ++i) {
-    INFO("result " << i << " (y, dx, dw)");
-    CHECK(max(abs(sub(results[0][i], results[1][i]))).item() == 0.0);
+  struct Case {
+    int64_t out, groups;
+  };
+  for (Case c : {Case{64, 2}, Case{48, 2}, Case{24, 1}}) {
+    INFO(c.out / c.groups << " output channels per group, " << c.groups << " groups");
+    Generator gen(55);
+    const Tensor x = randn({1, 32, 9, 11}, {}, &gen), w = randn({c.out, 32 / c.groups, 3, 3}, {}, &gen);
+    const Tensor b = randn({c.out}, {}, &gen);
+    const Tensor gy = randn({1, c.out, 9, 11}, {}, &gen);
+    std::vector<Tensor> results[3];
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_();
+      const Tensor y = conv2d(xv, wv, b, 1, 1, 1, c.groups, Activation::relu);
+      sum(mul(y, gy)).backward();
+      results[threads - 1] = {y, xv.grad(), wv.grad()};
+    }
+    set_num_threads(before);
+    for (int threads : {2, 3})
+      for (size_t i = 0; i < 3; ++i) {
+        INFO(threads << " threads, result " << i << " (y, dx, dw)");
+        CHECK(max(abs(sub(results[0][i], results[threads - 1][i]))).item() == 0.0);
+      }
   }
 }
 
