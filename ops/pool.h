@@ -22,6 +22,9 @@ namespace ember {
 // input plane (what max_pool2d_backward scatters by). NaN wins over numbers, as in PyTorch.
 ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride = {},
                                       IntPair padding = 0);
+// The values alone; for its backward it keeps, on the CPU, each maximum's offset in its window
+// (one byte, for windows of at most 256 cells) instead of an i64 index (Note [Max pool window
+// offsets] in ops/cpu/pool.cpp).
 Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride = {}, IntPair padding = 0);
 // dL/dx (input_shape) from dy and the indices of max_pool2d_with_indices.
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
