@@ -312,8 +312,10 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
   // Per image: the padded input planes, and dy's `rows` rows on the grid, ld floats each.
   const int64_t K = grid.K, ld = 16 * grid.vectors;
   const int64_t image_x = round_up_16(grid.floats), image_dy = rows * ld;
+  // The chunk is sized for the whole group's M rows of dy, whatever a task holds: the chunks set
+  // the order of the sums, which must not depend on the thread count.
   const int64_t chunk_images =
-      std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + image_dy)), 1, g.batch);
+      std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + M * ld)), 1, g.batch);
   const std::vector<int64_t> off = tap_offsets(g, grid);
   const float* xp = x.data<float>();
   const float* dyp = dy.data<float>();

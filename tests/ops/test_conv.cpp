@@ -323,18 +323,20 @@ TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GE
 // Note [Grid tasks]: with fewer than two (image, group) or group tasks per thread the grid kernels
 // cut each into blocks of a multiple of 8 channels. One thread does not cut (batch 1), two and
 // three threads do: 2 groups of 32 or 24 channels, and one group of 24 (blocks of 16 and 8 at
-// two threads); the values and both gradients must be the same bits.
+// two threads); the values and both gradients must be the same bits. The last case's weight
+// gradient sums 12 images in chunks of 5 (Note [Weight gradient on a padded grid]), whose size
+// must not follow the blocks.
 TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads", "[conv][direct]") {
   const int before = num_threads();
   struct Case {
-    int64_t out, groups;
+    int64_t batch, in, out, groups, hw;
   };
-  for (Case c : {Case{64, 2}, Case{48, 2}, Case{24, 1}}) {
-    INFO(c.out / c.groups << " output channels per group, " << c.groups << " groups");
+  for (Case c : {Case{1, 32, 64, 2, 9}, Case{1, 32, 48, 2, 9}, Case{1, 32, 24, 1, 9}, Case{12, 16, 24, 1, 32}}) {
+    INFO(c.out / c.groups << " output channels per group, " << c.groups << " groups, batch " << c.batch);
     Generator gen(55);
-    const Tensor x = randn({1, 32, 9, 11}, {}, &gen), w = randn({c.out, 32 / c.groups, 3, 3}, {}, &gen);
-    const Tensor b = randn({c.out}, {}, &gen);
-    const Tensor gy = randn({1, c.out, 9, 11}, {}, &gen);
+    const Tensor x = randn({c.batch, c.in, c.hw, c.hw + 2}, {}, &gen);
+    const Tensor w = randn({c.out, c.in / c.groups, 3, 3}, {}, &gen), b = randn({c.out}, {}, &gen);
+    const Tensor gy = randn({c.batch, c.out, c.hw, c.hw + 2}, {}, &gen);
     std::vector<Tensor> results[3];
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
