@@ -29,7 +29,10 @@ void bench_max_pool(std::ostream& out, Table& table, int threads, double bandwid
     const double backward_ms = median_ms([&] { cpu::max_pool2d_backward(g, dy, offsets, dx); });
     const double bytes = 4 * in + 5 * outs;  // each pass: the input plane, the output and its offsets
     std::string size;
-    for (int64_t d : shape) size += (size.empty() ? "" : "x") + std::to_string(d);
+    for (int64_t d : shape) {
+      if (!size.empty()) size += 'x';
+      size += std::to_string(d);
+    }
     for (auto [name, ms] : {std::pair{"max_pool fwd", forward_ms}, std::pair{"max_pool bwd", backward_ms}}) {
       const double gbps = bytes / (ms * 1e6);
       out << table.row({name, size, std::to_string(threads), fixed(ms, 3), fixed(gbps, 1) + " GB/s",

@@ -31,11 +31,11 @@
 // accumulators of 16 grid positions, and adds each accumulator's lane sum into its weight at the
 // end of a chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
 // (at the taps' offsets, so unaligned: 15 in 16 straddle two cache lines) for 24 FMAs; 4 x 6 loads
-// 4 and 6. The unaligned loads are what cost: with them made aligned (wrong results, timing only),
-// 4 x 6 ran 5.9 -> 4.4 ms at SE-ResNeXt's 28 x 28 layer, and 8 x 3 measured 1.3-1.4x faster than 4
-// x 6 at 28 x 28, 14 x 14 and 7 x 7 (one thread, Zen 4, alternated pairs). The task alone writes
-// its weights, chunk after chunk in a fixed order: no partial buffers, no atomics, the same bits at
-// any thread count.
+// 4 and 6: 8 x 3 measured 1.3-1.4x faster than 4 x 6 at 28 x 28, 14 x 14 and 7 x 7 (one thread,
+// Zen 4, alternated pairs). The loads set the pace (Note [One load per vector]). The task alone
+// writes its weights, chunk after chunk in a fixed order (the chunk sized by the group, not the
+// task): no partial buffers, no atomics, the same bits at any thread count that keeps the layer
+// on the grid.
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -231,19 +231,19 @@ int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // Note [Grid tasks]: a task is an (image, group) in the forward and a group in the weight
 // gradient. Where that gives fewer than two tasks per thread (few groups, a batch of one), each
-// is cut further into blocks of a multiple of 8 output channels (the tiles' rows): as few blocks
-// as make the task count a multiple of the threads (an ungrouped layer: one block per thread),
-// since every block lays out its own copy of the grid. Cutting into blocks of 8 always laid out
-// an ungrouped layer's grid 4 times at 32 channels, even on one thread: the copies were 30% of
-// MNIST's 16 -> 32 weight gradient (perf). Rows are tiled from the group's first row either
-// way, so the cut changes no bits. Output channels per task: all M, or a multiple of 8 (the
-// last block of a weight gradient's group may have fewer).
+// is cut further into blocks of a multiple of 8 output channels (the tiles' rows), into about
+// threads / gcd(tasks, threads) blocks, so that an even cut gives each thread the same work (an
+// ungrouped layer: one block per thread), since every block lays out its own copy of the grid.
+// Cutting into blocks of 8 always laid out an ungrouped layer's grid 4 times at 32 channels, even
+// on one thread: the copies were 30% of MNIST's 16 -> 32 weight gradient (perf). Rows are tiled
+// from the group's first row either way, so the cut changes no bits. Output channels per task:
+// all M, or a multiple of 8 (the last block of a group may have fewer).
 int64_t rows_per_task(int64_t tasks, int64_t M) {
   const int64_t threads = num_threads();
   if (tasks >= 2 * threads) return M;
   const int64_t blocks = (M + kRows - 1) / kRows;
   const int64_t splits = std::min(blocks, threads / std::gcd(tasks, threads));
-  return kRows * ((blocks + splits - 1) / splits);
+  return std::min(M, kRows * ((blocks + splits - 1) / splits));
 }
 
 }  // namespace

@@ -88,9 +88,9 @@ void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols
 // The 2x2 pass works with the winning candidate's number (0..3, row by row), which is its window
 // offset. GCC 12 vectorises a loop with one vector size for all its types, so a loop that mixes
 // u8 with f32 lanes runs in xmm pieces: the forward keeps the numbers in int lanes and converts
-// them in a loop of their own (Note [Offset lanes] for the backward). Measured (n 128, 16
-// channels, 28x28, one thread, alternated with the i64-only code before): forward 0.58-0.59 ms
-// against 0.93-1.10, backward 0.42-0.43 against 0.52-0.56.
+// them in a loop of their own (Note [Offset lanes] for the backward). Measured with Note
+// [Partial blocks] too (n 128, 16 channels, 28x28, one thread, alternated with the i64-only code
+// before): forward 0.43-0.48 ms against 0.89-0.91, backward 0.26 against 0.45-0.47.
 struct PlaneIndex {
   using type = int64_t;
   static int64_t encode(int64_t flat, int64_t, int64_t, int64_t, int64_t) { return flat; }
@@ -154,30 +154,33 @@ C max_of_four(C c0, C c1, C c2, C c3, int& pick) {
 // forwarding per copy (a masked store read back by a load): a quarter of the row's time.
 // bf16 and f16 are moved as their bit patterns (a loop over the Float16 struct stays scalar).
 // A whole block (kWhole, n == N) is moved without masks: the masked form of the loops ran the
-// forward on 64 MiB 1.35x slower.
+// forward on 64 MiB 1.35x slower. The tensors' elements (floats, Float16 structs) are moved as
+// the bits S of the same size, through a may_alias type, as memcpy would.
+template <class S>
+struct Aliasing {
+  typedef S __attribute__((__may_alias__)) type;
+};
+
 template <int N, bool kWhole, class S>
-inline void load_prefix(const S* src, int n, S* dst) {
+inline void load_prefix(const void* src, int n, S* dst) {
   if constexpr (kWhole) {
     std::memcpy(dst, src, N * sizeof(S));
   } else {
-    for (int k = 0; k < N; ++k) dst[k] = k < n ? src[k] : S(0);
+    const auto* from = static_cast<const typename Aliasing<S>::type*>(src);
+    for (int k = 0; k < N; ++k) dst[k] = k < n ? from[k] : S(0);
   }
 }
 
 template <int N, bool kWhole, class S>
-inline void store_prefix(const S* src, int n, S* dst) {
+inline void store_prefix(const S* src, int n, void* dst) {
   if constexpr (kWhole) {
     std::memcpy(dst, src, N * sizeof(S));
   } else {
+    auto* to = static_cast<typename Aliasing<S>::type*>(dst);
     for (int k = 0; k < N; ++k)
-      if (k < n) dst[k] = src[k];
+      if (k < n) to[k] = src[k];
   }
 }
-
-template <class T>
-const storage_t<T>* bits_of(const T* p) { return reinterpret_cast<const storage_t<T>*>(p); }
-template <class T>
-storage_t<T>* bits_of(T* p) { return reinterpret_cast<storage_t<T>*>(p); }
 
 // One block of n <= kPoolBlock outputs: top and bottom are the windows' two input rows (2 n
 // values each); `first` is the plane index of top[0], W the plane's width.
@@ -188,8 +191,8 @@ void max_block_2x2(const T* top, const T* bottom, int n, int64_t first, int64_t 
   using S = storage_t<T>;
   S tb[2 * kPoolBlock], bb[2 * kPoolBlock], best[kPoolBlock];
   C t[2 * kPoolBlock], b[2 * kPoolBlock];
-  load_prefix<2 * kPoolBlock, kWhole>(bits_of(top), 2 * n, tb);
-  load_prefix<2 * kPoolBlock, kWhole>(bits_of(bottom), 2 * n, bb);
+  load_prefix<2 * kPoolBlock, kWhole>(top, 2 * n, tb);
+  load_prefix<2 * kPoolBlock, kWhole>(bottom, 2 * n, bb);
   widen_bits<2 * kPoolBlock, T>(tb, t);
   widen_bits<2 * kPoolBlock, T>(bb, b);
   int picks[kPoolBlock];
@@ -200,7 +203,7 @@ void max_block_2x2(const T* top, const T* bottom, int n, int64_t first, int64_t 
     best[j] = pick < 2 ? row0 : row1;
     picks[j] = pick;
   }
-  store_prefix<kPoolBlock, kWhole>(best, n, bits_of(out));
+  store_prefix<kPoolBlock, kWhole>(best, n, out);
   typename Argmax::type at[kPoolBlock];
   for (int j = 0; j < kPoolBlock; ++j) at[j] = Argmax::from_pick(picks[j], first + 2 * j, W);
   store_prefix<kPoolBlock, kWhole>(at, n, idx);
@@ -232,14 +235,16 @@ template <class Lane>
 void widen_offsets(const uint8_t* src, int n, Lane* dst) {
   static_assert(kPoolBlock == 16);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  // The zero-masking forms of the conversions: GCC 12's plain ones take an "undefined" source
+  // that its -Wuninitialized flags.
   const __m128i v = _mm_maskz_loadu_epi8(__mmask16((1u << n) - 1), src);
   if constexpr (sizeof(Lane) == 8) {
-    _mm512_storeu_si512(dst, _mm512_cvtepu8_epi64(v));
-    _mm512_storeu_si512(dst + 8, _mm512_cvtepu8_epi64(_mm_srli_si128(v, 8)));
+    _mm512_storeu_si512(dst, _mm512_maskz_cvtepu8_epi64(0xFF, v));
+    _mm512_storeu_si512(dst + 8, _mm512_maskz_cvtepu8_epi64(0xFF, _mm_srli_si128(v, 8)));
   } else if constexpr (sizeof(Lane) == 4) {
-    _mm512_storeu_si512(dst, _mm512_cvtepu8_epi32(v));
+    _mm512_storeu_si512(dst, _mm512_maskz_cvtepu8_epi32(0xFFFF, v));
   } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_cvtepu8_epi16(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_maskz_cvtepu8_epi16(0xFFFF, v));
   }
 #else
   for (int j = 0; j < kPoolBlock; ++j) dst[j] = j < n ? Lane(src[j]) : Lane(0);
@@ -256,7 +261,7 @@ void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int n
   using Lane = PickLane<storage_t<T>>;
   using Bits = std::make_unsigned_t<Lane>;
   Bits g[kPoolBlock], top[2 * kPoolBlock], bottom[2 * kPoolBlock];
-  load_prefix<kPoolBlock, kWhole>(reinterpret_cast<const Bits*>(dy), n, g);
+  load_prefix<kPoolBlock, kWhole>(dy, n, g);
   const auto select = [&](auto pick_of) {
     for (int j = 0; j < kPoolBlock; ++j) {
       const Lane picked = pick_of(j);
@@ -276,8 +281,8 @@ void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int n
     load_prefix<kPoolBlock, kWhole>(idx, n, at);
     select([&](int j) { return Lane(Argmax::pick_of(at[j], first + 2 * j, W)); });
   }
-  store_prefix<2 * kPoolBlock, kWhole>(top, 2 * n, reinterpret_cast<Bits*>(d0));
-  store_prefix<2 * kPoolBlock, kWhole>(bottom, 2 * n, reinterpret_cast<Bits*>(d1));
+  store_prefix<2 * kPoolBlock, kWhole>(top, 2 * n, d0);
+  store_prefix<2 * kPoolBlock, kWhole>(bottom, 2 * n, d1);
 }
 
 template <class T, class Argmax, class I = typename Argmax::type>

@@ -321,11 +321,11 @@ TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GE
 }
 
 // Note [Grid tasks]: with fewer than two (image, group) or group tasks per thread the grid kernels
-// cut each into blocks of a multiple of 8 channels. One thread does not cut (batch 1), two and
-// three threads do: 2 groups of 32 or 24 channels, and one group of 24 (blocks of 16 and 8 at
-// two threads); the values and both gradients must be the same bits. The last case's weight
-// gradient sums 12 images in chunks of 5 (Note [Weight gradient on a padded grid]), whose size
-// must not follow the blocks.
+// cut each into blocks of a multiple of 8 channels. One thread does not cut (batch 1); three
+// threads cut the 2 groups of 32 or 24 channels, two and three threads the one group of 24
+// (blocks of 16 and 8 at two threads); the values and both gradients must be the same bits. The
+// last case's weight gradient sums 12 images in chunks of 5 (Note [Weight gradient on a padded
+// grid]), whose size must not follow the blocks. Every case runs on the grid.
 TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads", "[conv][direct]") {
   const int before = num_threads();
   struct Case {
@@ -337,6 +337,13 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
     const Tensor x = randn({c.batch, c.in, c.hw, c.hw + 2}, {}, &gen);
     const Tensor w = randn({c.out, c.in / c.groups, 3, 3}, {}, &gen), b = randn({c.out}, {}, &gen);
     const Tensor gy = randn({c.batch, c.out, c.hw, c.hw + 2}, {}, &gen);
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, 1, 1, c.groups);
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "padded grid");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+    }
+    set_num_threads(before);
     std::vector<Tensor> results[3];
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);

@@ -117,15 +117,16 @@ void check_same(const std::vector<double>& got, const std::vector<double>& want)
 }  // namespace
 
 // Note [Max pool in blocks] and [Native 16-bit max pooling]: the 2x2 stride-2 pass works on
-// blocks of 16 outputs plus a scalar tail (widths 37 and 9 here give both, odd sizes leave a
-// last row and column in no window), and bf16 / f16 pool without widening. Every dtype's values,
+// blocks of 16 outputs, a row's last partial block under masks (widths 37, 32 and 9 here give
+// whole blocks, partial ones and both; odd sizes leave a last row and column in no window), and
+// bf16 / f16 pool without widening. Every dtype's values,
 // indices and input gradient equal pooling by definition; the gradient of the non-overlapping
 // 3x3 stride-3 windows is native in 16 bits too, the overlapping 3x3 stride-2 one widens.
 TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by definition", "[pool][f16]") {
   struct Case {
     int64_t k, stride;
   };
-  for (const Shape& shape : {Shape{2, 3, 9, 37}, Shape{1, 2, 6, 9}}) {
+  for (const Shape& shape : {Shape{2, 3, 9, 37}, Shape{1, 2, 4, 32}, Shape{1, 2, 6, 9}}) {
     for (Case c : {Case{2, 2}, Case{3, 3}, Case{3, 2}}) {
       const Tensor x32 = tie_heavy(shape, uint64_t(shape[3] * 10 + c.k * 3 + c.stride));
       for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
@@ -186,10 +187,27 @@ TEST_CASE("max_pool2d: window offsets and plane indices name the same maxima", "
     max_pool2d_with_indices(b, c.kernel, c.stride, c.padding).values.backward(dy);
     check_same(a.grad().to(DType::f64).to_vector<double>(), b.grad().to(DType::f64).to_vector<double>());
   }
+  // The largest offsets a byte holds: a 16 x 16 window (256 cells) whose maximum is its last
+  // cell (offset 255) in one plane and cell 200 in the other.
+  {
+    Tensor x16 = full({1, 2, 16, 16}, -1.0);
+    x16.data<float>()[255] = 5.0f;
+    x16.data<float>()[256 + 200] = 5.0f;
+    const Pool2dGeometry g16 = pool2d_geometry(x16.shape(), 16, {}, 0, "max_pool2d");
+    Tensor y16 = Tensor::empty({1, 2, 1, 1}), offsets = Tensor::empty({1, 2, 1, 1}, {.dtype = DType::u8});
+    cpu::max_pool2d_forward(g16, x16, y16, offsets);
+    CHECK(offsets.to(DType::i64).to_vector<int64_t>() == std::vector<int64_t>{255, 200});
+    const Tensor a = x16.detach().requires_grad_();
+    sum(max_pool2d(a, 16)).backward();
+    CHECK(a.grad().to_vector<float>()[255] == 1.0f);
+    CHECK(a.grad().to_vector<float>()[256 + 200] == 1.0f);
+    CHECK(sum(a.grad()).item() == 2.0);
+  }
   // 17 x 17 = 289 cells: max_pool2d keeps plane indices, and the kernels refuse u8 offsets.
-  const Tensor big = tie_heavy({1, 2, 17, 17}, 5).requires_grad_();
+  const Tensor big = tie_heavy({1, 2, 17, 17}, 5).requires_grad_(), big_i64 = big.detach().requires_grad_();
   sum(max_pool2d(big, 17)).backward();
-  CHECK(sum(big.grad()).item() == 2.0);
+  sum(max_pool2d_with_indices(big_i64, 17).values).backward();
+  check_same(big.grad().to(DType::f64).to_vector<double>(), big_i64.grad().to(DType::f64).to_vector<double>());
   const Pool2dGeometry g = pool2d_geometry(big.shape(), 17, {}, 0, "max_pool2d");
   CHECK_THAT(error_of([&] {
                cpu::max_pool2d_forward(g, big.detach(), Tensor::empty({1, 2, 1, 1}),
