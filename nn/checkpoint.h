@@ -18,6 +18,8 @@
 //   "rng":      JSON {"default": {"seed": "42", "offset": "1234"}, ...}   (uint64 as decimal strings:
 //               JSON integers are int64 here and in most readers)
 //   "config":   the run's configuration, JSON text
+//   "history":  JSON array, what the app recorded per finished epoch (optional: a file from
+//               before it loads with "[]"; older readers ignore the entry)
 // Any reader with json + numpy can open it (tests/data/read_with_numpy.py).
 //
 // Note [Optional sections]: a section is a name prefix, and an empty section writes no tensor,
@@ -63,6 +65,9 @@ struct TrainingCheckpoint {
   std::map<std::string, RngState> rng;      // "default", "loader", ...
   std::map<std::string, int64_t> counters;  // anything else a resume needs ("loader.batch", ...)
   std::string config = "{}";                // JSON text
+  // JSON text, an array: what the app recorded after each epoch so far (its run log), so that a
+  // resumed run's CSV and curves cover the whole run. Checkpoints from before it read as "[]".
+  std::string history = "[]";
   std::string source;                       // the file load_checkpoint read, for errors
 };
 

@@ -41,7 +41,13 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingCheckpoint&
   // Stored as given, after checking that it is JSON: a config that cannot be read back would
   // only be discovered at resume time.
   Json::parse(ck.config, "save_checkpoint: config");
-  return {{"format", kFormat}, {"progress", progress.dump()}, {"rng", rng.dump()}, {"config", ck.config}};
+  EMBER_CHECK(Json::parse(ck.history, "save_checkpoint: history").is_array(),
+              "save_checkpoint: expected the history to be a JSON array, got ", ck.history);
+  return {{"format", kFormat},
+          {"progress", progress.dump()},
+          {"rng", rng.dump()},
+          {"config", ck.config},
+          {"history", ck.history}};
 }
 
 void check_checkpoint_format(const std::map<std::string, std::string>& metadata, const std::string& path) {
@@ -71,6 +77,14 @@ void read_checkpoint_metadata(const std::map<std::string, std::string>& metadata
   }
   ck.config = metadata_entry(metadata, "config", path);
   Json::parse(ck.config, where + " config");
+  // Optional: checkpoints written before the history was kept have none.
+  if (auto it = metadata.find("history"); it != metadata.end()) {
+    EMBER_CHECK(Json::parse(it->second, where + " history").is_array(), where,
+                " history: expected a JSON array of epoch records");
+    ck.history = it->second;
+  } else {
+    ck.history = "[]";
+  }
 }
 
 }  // namespace ember

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_fields.h"
 
 namespace ember::apps {
 namespace {
@@ -137,5 +140,71 @@ std::string RunLog::svg(const std::string& title) const {
 }
 
 void RunLog::write_svg(const std::string& path, const std::string& title) const { write_text(path, svg(title)); }
+
+namespace {
+
+Json number_to_json(double v) {
+  if (std::isfinite(v)) return Json(v);
+  return Json(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+double number_from_json(const Json& value, const std::string& field) {
+  if (value.is_string()) {
+    const std::string& s = value.as_string();
+    if (s == "nan") return NAN;
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+  }
+  EMBER_CHECK(value.is_number(), field, ": expected a number (or \"nan\", \"inf\", \"-inf\"), got ", value.dump());
+  return value.as_double();
+}
+
+}  // namespace
+
+Json RunLog::to_json() const {
+  Json history = Json::array();
+  for (const EpochRecord& r : records_) {
+    Json record = Json::object();
+    record.set("epoch", Json(r.epoch));
+    record.set("train_loss", number_to_json(r.train_loss));
+    if (r.test_loss) record.set("test_loss", number_to_json(*r.test_loss));
+    Json scores = Json::object();
+    for (const auto& [name, value] : r.scores) scores.set(name, number_to_json(value));
+    record.set("scores", std::move(scores));
+    record.set("seconds", number_to_json(r.seconds));
+    record.set("lr", number_to_json(r.lr));
+    history.push_back(std::move(record));
+  }
+  return history;
+}
+
+RunLog RunLog::from_json(const Json& history, const std::string& where) {
+  EMBER_CHECK(history.is_array(), where, ": expected an array of epoch records, got ", history.dump());
+  RunLog log;
+  for (size_t i = 0; i < history.size(); ++i) {
+    const Json& entry = history.as_array()[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    EpochRecord r;
+    r.epoch = int(json_int(json_field(entry, "epoch", at), at + ".epoch", 1, std::numeric_limits<int>::max()));
+    r.train_loss = number_from_json(json_field(entry, "train_loss", at), at + ".train_loss");
+    if (const Json* test_loss = entry.find("test_loss")) r.test_loss = number_from_json(*test_loss, at + ".test_loss");
+    for (const auto& [name, value] : json_object(json_field(entry, "scores", at), at + ".scores"))
+      r.scores.emplace_back(name, number_from_json(value, at + ".scores." + name));
+    r.seconds = number_from_json(json_field(entry, "seconds", at), at + ".seconds");
+    r.lr = number_from_json(json_field(entry, "lr", at), at + ".lr");
+    if (!log.records_.empty()) {
+      // One table: every record has the first one's columns, and the epochs count up.
+      const EpochRecord& first = log.records_.front();
+      EMBER_CHECK(r.epoch > log.records_.back().epoch, at, ".epoch: expected more than ",
+                  log.records_.back().epoch, ", got ", r.epoch);
+      EMBER_CHECK(r.test_loss.has_value() == first.test_loss.has_value() && r.scores.size() == first.scores.size() &&
+                      std::equal(r.scores.begin(), r.scores.end(), first.scores.begin(),
+                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
+                  at, ": expected the columns of the first record (test loss and scores)");
+    }
+    log.records_.push_back(std::move(r));
+  }
+  return log;
+}
 
 }  // namespace ember::apps

@@ -6,12 +6,15 @@
 //   log.add({.epoch = 1, .train_loss = 0.9, .scores = {{"precision_at_1", 0.98}, {"map_at_r", 0.91}}});  // no test loss
 //   log.write_csv("run.csv");
 //   log.write_svg("curves.svg", "mnist_cnn on MNIST");
+//   checkpoint.history = log.to_json().dump();  // and RunLog::from_json on resume
 #pragma once
 
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/json.h"
 
 namespace ember::apps {
 
@@ -36,6 +39,12 @@ class RunLog {
   void write_csv(const std::string& path) const;
   void write_svg(const std::string& path, const std::string& title) const;
   std::string svg(const std::string& title) const;
+  // The records as a JSON array, and back: a checkpoint keeps them (TrainingCheckpoint::history),
+  // so that a resumed run writes the whole run's CSV and curves. Non-finite values (a diverged
+  // loss) are kept as the strings "nan", "inf" and "-inf", which JSON lacks. A malformed history
+  // is an Error naming `where` and the field.
+  Json to_json() const;
+  static RunLog from_json(const Json& history, const std::string& where);
 
  private:
   std::vector<EpochRecord> records_;

@@ -154,7 +154,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& consol
   print_run_header(run, out);
 
   TrainMnistResult result;
-  RunLog log;  // the epochs this process trains
+  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,

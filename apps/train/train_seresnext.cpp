@@ -261,7 +261,7 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
   TrainingOptions bar = c;  // the progress bar counts optimizer steps of step_batch images
   bar.batch_size = c.step_batch();
   TrainSeresnextResult result;
-  RunLog log;  // the epochs this process trains
+  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const double lr = run.state.optimizer->lr();  // the epoch's (per-epoch unit) or its first step's

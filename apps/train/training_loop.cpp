@@ -200,9 +200,23 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
   if (!resumed.grad_scaler.empty()) state.scaler.load_state_dict(resumed.grad_scaler);
 }
 
+RunLog run_log_so_far(const std::optional<TrainingCheckpoint>& resumed) {
+  if (!resumed) return {};
+  const std::string where = "checkpoint '" + resumed->source + "' history";
+  const RunLog kept = RunLog::from_json(Json::parse(resumed->history, where), where);
+  RunLog log;
+  for (const EpochRecord& r : kept.records())
+    if (r.epoch <= resumed->epoch) log.add(r);
+  return log;
+}
+
 void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,
                          const RunLog& log, const std::string& title) {
-  if (!c.save.empty()) save_checkpoint(c.save, checkpoint());
+  if (!c.save.empty()) {
+    TrainingCheckpoint ck = checkpoint();
+    ck.history = log.to_json().dump();
+    save_checkpoint(c.save, ck);
+  }
   if (!c.log.empty()) log.write_csv(c.log);
   if (!c.plot.empty()) log.write_svg(c.plot, title);
 }

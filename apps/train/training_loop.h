@@ -19,6 +19,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "apps/train/data_parallel.h"
@@ -121,8 +122,13 @@ TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epoch
 // Puts those back, so the rest of the run is bitwise identical to an uninterrupted one.
 void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed);
 
-// After every epoch: the checkpoint (c.save, built by `checkpoint` only when asked for), the CSV
-// (c.log) and the SVG titled `title` (c.plot).
+// The run's epoch records so far: none for a new run; for a resumed one, those its checkpoint
+// kept (TrainingCheckpoint::history) up to the checkpoint's epoch, so that the CSV and the
+// curves of a run stopped and resumed cover all of it.
+RunLog run_log_so_far(const std::optional<TrainingCheckpoint>& resumed);
+
+// After every epoch: the checkpoint (c.save, built by `checkpoint` only when asked for, with
+// `log` as its history), the CSV (c.log) and the SVG titled `title` (c.plot).
 void write_epoch_outputs(const TrainingOptions& c, const std::function<TrainingCheckpoint()>& checkpoint,
                          const RunLog& log, const std::string& title);
 

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "apps/train/train_mnist.h"
 #include "cuda/runtime.h"
@@ -92,6 +94,54 @@ TEST_CASE("train mnist: --resume continues bitwise identically to an uninterrupt
   CHECK(a.step == b.step);
   test::check_bitwise_equal(a.model, b.model);
   test::check_bitwise_equal(a.optimizer, b.optimizer);
+}
+
+namespace {
+
+// The CSV's rows without their seconds column (the time differs from run to run).
+std::vector<std::string> csv_rows_without_seconds(const std::string& path) {
+  std::ifstream csv(path);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(csv, line);) {
+    const size_t lr = line.rfind(','), seconds = line.rfind(',', lr - 1);
+    rows.push_back(line.substr(0, seconds) + line.substr(lr));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("train mnist: a run stopped and resumed writes the whole run's CSV and curves") {
+  test::TempDir dir("train_mnist_resume_log");
+  test::write_synthetic_mnist(dir, 160, 40);
+  TrainMnistConfig full = small_config(dir);
+  full.epochs = 3;
+  full.log = dir.file("full.csv");
+  run(full);
+
+  TrainMnistConfig first = small_config(dir);
+  first.epochs = 3;
+  first.stop_after = 1;
+  first.save = dir.file("part.safetensors");
+  first.log = dir.file("part.csv");
+  run(first);
+  // Resumed twice, one epoch each time (--stop-after counts the run's epochs), writing the same
+  // files: each resume adds its epoch to those before it.
+  for (int stop_after : {2, 3}) {
+    TrainMnistConfig rest;
+    rest.data = dir.path.string();
+    rest.epochs = 0;
+    rest.stop_after = stop_after;
+    rest.resume = first.save;
+    rest.save = first.save;
+    rest.log = first.log;
+    rest.plot = dir.file("part.svg");
+    run(rest);
+  }
+  const std::vector<std::string> whole = csv_rows_without_seconds(full.log), resumed = csv_rows_without_seconds(first.log);
+  REQUIRE(whole.size() == 4);  // the header and epochs 1-3
+  CHECK(resumed == whole);     // the same losses and accuracies, bit for bit as printed
+  CHECK(load_checkpoint(first.save).history.find("\"epoch\":3") != std::string::npos);
 }
 
 TEST_CASE("train mnist: --precision bf16 and fp16 learn, keep f32 weights, and fp16 resumes bitwise") {

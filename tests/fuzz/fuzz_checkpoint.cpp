@@ -1,8 +1,8 @@
 // Fuzz target for a training checkpoint's metadata reader (nn/checkpoint.h,
 // check_checkpoint_format + read_checkpoint_metadata: what load_checkpoint does with the
 // __metadata__ strings). The input is the entries one per line, in the order progress, rng,
-// config, format (a missing line is a missing entry; without a fourth line the format is
-// right), so mutations land in the JSON texts rather than in an outer layer of escaping. Any
+// config, format, history (a missing line is a missing entry; without a fourth line the format
+// is right; without a fifth there is no history, as in checkpoints from before it), so mutations land in the JSON texts rather than in an outer layer of escaping. Any
 // input either loads or throws ember::Error, and what loads is valid and survives the writer:
 // checkpoint_metadata of the result reads back equal. Another exception, a crash, a leak or a
 // sanitizer report is a finding. Built as a corpus replay test and a libFuzzer binary (Note
@@ -26,7 +26,7 @@ namespace {
 
 std::map<std::string, std::string> entries(std::string_view text) {
   std::map<std::string, std::string> metadata = {{"format", "ember.training_checkpoint.v1"}};
-  const char* keys[] = {"progress", "rng", "config", "format"};
+  const char* keys[] = {"progress", "rng", "config", "format", "history"};
   for (const char* key : keys) {
     if (text.empty()) break;
     const size_t end = std::min(text.find('\n'), text.size());
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The writer must accept what the reader accepts, and its output read back the same.
   const ember::TrainingCheckpoint back = read(ember::checkpoint_metadata(ck), "fuzz round trip");
   if (back.epoch != ck.epoch || back.step != ck.step || back.counters != ck.counters || back.rng != ck.rng ||
-      back.config != ck.config)
+      back.config != ck.config || back.history != ck.history)
     finding("checkpoint_metadata of a loaded checkpoint reads back different");
   return 0;
 }

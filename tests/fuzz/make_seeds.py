@@ -120,7 +120,7 @@ put("gzip", "bad_trailing_garbage.idx.gz", gz(labels) + b"garbage")
 put("gzip", "bad_liar_header.idx.gz", gz(idx([1 << 20, 1 << 20], [3] * 64)))
 
 
-# ---- checkpoint metadata: lines progress, rng, config[, format] (fuzz_checkpoint.cpp) ----------
+# ---- checkpoint metadata: lines progress, rng, config[, format[, history]] (fuzz_checkpoint.cpp) --
 CHECKPOINT_SEEDS = {
     "valid_full": ['{"epoch":3,"step":1406,"counters":{"loader.batch":12,"loader.epoch":3}}',
                    '{"default":{"seed":"42","offset":"1234"},"loader":{"seed":"18446744073709551615","offset":"0"}}',
@@ -133,6 +133,25 @@ CHECKPOINT_SEEDS = {
     "bad_config_not_json": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{not json"],
     "bad_format": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{}", "ember.training_checkpoint.v0"],
     "bad_missing_rng": ['{"epoch":1,"step":1,"counters":{}}'],
+    "valid_history": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{}", "ember.training_checkpoint.v1",
+                      '[{"epoch":1,"train_loss":0.5,"scores":{"acc":0.9},"seconds":2,"lr":0.1}]'],
+    "bad_history_object": ['{"epoch":1,"step":1,"counters":{}}', "{}", "{}", "ember.training_checkpoint.v1",
+                           '{"epoch":1}'],
 }
 for name, lines in CHECKPOINT_SEEDS.items():
     put("checkpoint", name + ".txt", "\n".join(lines))
+
+# ---- run history: a checkpoint's per-epoch records (fuzz_run_log.cpp) ---------------------------
+RECORD = '{"epoch":%d,"train_loss":0.5,"test_loss":0.25,"scores":{"test_accuracy":0.9},"seconds":41.5,"lr":0.05}'
+RUN_LOG_SEEDS = {
+    "valid_two_epochs.json": "[" + RECORD % 1 + "," + RECORD % 2 + "]",
+    "valid_metric_no_test_loss.json":
+        '[{"epoch":1,"train_loss":0.7,"scores":{"precision_at_1":0.9,"map_at_r":0.7},"seconds":3,"lr":0.001}]',
+    "valid_diverged.json": '[{"epoch":1,"train_loss":"nan","test_loss":"inf","scores":{"acc":"-inf"},"seconds":1,"lr":0.1}]',
+    "valid_empty.json": "[]",
+    "bad_epochs_repeat.json": "[" + RECORD % 2 + "," + RECORD % 2 + "]",
+    "bad_columns_differ.json": "[" + RECORD % 1 + ',{"epoch":2,"train_loss":1,"scores":{},"seconds":1,"lr":0}]',
+    "bad_not_array.json": RECORD % 1,
+}
+for name, text in RUN_LOG_SEEDS.items():
+    put("run_log", name, text)

@@ -263,6 +263,29 @@ TEST_CASE("checkpoint: unexpected metadata values name the file and the field") 
   CHECK(checkpoint_rng(ck, "default").seed == 1);
   CHECK_THROWS_WITH(checkpoint_rng(ck, "loader"), Contains(file.path) && Contains("no 'loader' generator"));
   CHECK_THROWS_WITH(checkpoint_counter(ck, "loader.batch"), Contains(file.path) && Contains("no 'loader.batch'"));
+  // A checkpoint from before the history was kept has none: an empty one.
+  CHECK(ck.history == "[]");
+}
+
+TEST_CASE("checkpoint: the history round-trips, and must be a JSON array") {
+  TempFile file("history.safetensors");
+  TrainingCheckpoint ck;
+  ck.model = {{"w", ones({2})}};
+  ck.history = R"([{"epoch":1,"train_loss":0.5}])";
+  save_checkpoint(file.path, ck);
+  CHECK(load_checkpoint(file.path).history == ck.history);
+
+  ck.history = R"({"epoch":1})";
+  CHECK_THROWS_WITH(save_checkpoint(file.path, ck), Contains("history to be a JSON array"));
+  ck.history = "[1,";
+  CHECK_THROWS_WITH(save_checkpoint(file.path, ck), Contains("history"));
+
+  const std::string progress = R"({"epoch": 1, "step": 3, "counters": {}})", rng = R"({})";
+  write_with_metadata(file.path, {{"progress", progress}, {"rng", rng}, {"history", "7"}});
+  CHECK_THROWS_WITH(load_checkpoint(file.path),
+                    Contains("checkpoint '" + file.path + "' history") && Contains("expected a JSON array"));
+  write_with_metadata(file.path, {{"progress", progress}, {"rng", rng}, {"history", "[{"}});
+  CHECK_THROWS_WITH(load_checkpoint(file.path), Contains("checkpoint '" + file.path + "' history"));
 }
 
 TEST_CASE("checkpoint: state of the wrong dtype or out of range is refused by model, optimizer and schedule") {
