@@ -120,8 +120,7 @@ void restore_run(MetricRun& run, const TrainingCheckpoint& resumed, std::ostream
   run.model->load_state_dict(model_entries(resumed.model));
   run.loss->load_state_dict(sub_state_dict(resumed.model, loss_prefix));
   restore_training_state(run.state, resumed);
-  out << "resumed " << run.config.resume << " at epoch " << run.state.start_epoch << " (step " << run.state.step
-      << ")\n";
+  out << resumed_message(run.config, run.state);
 }
 
 void print_run_header(const MetricRun& run, std::ostream& out) {

@@ -76,8 +76,7 @@ MnistRun start_run(const TrainMnistConfig& c) {
 void restore_run(MnistRun& run, const TrainingCheckpoint& resumed, std::ostream& out) {
   run.model->load_state_dict(resumed.model);
   restore_training_state(run.state, resumed);
-  out << "resumed " << run.config.resume << " at epoch " << run.state.start_epoch << " (step " << run.state.step
-      << ")\n";
+  out << resumed_message(run.config, run.state);
 }
 
 void print_run_header(const MnistRun& run, std::ostream& out) {

@@ -157,8 +157,7 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
 void restore_run(SeresnextRun& run, const TrainingCheckpoint& resumed, std::ostream& out) {
   run.model->load_state_dict(resumed.model);
   restore_training_state(run.state, resumed);
-  out << "resumed " << run.config.resume << " at epoch " << run.state.start_epoch << " (step " << run.state.step
-      << ")\n";
+  out << resumed_message(run.config, run.state);
 }
 
 void print_run_header(const SeresnextRun& run, std::ostream& out) {

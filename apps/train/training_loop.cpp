@@ -200,6 +200,15 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
   if (!resumed.grad_scaler.empty()) state.scaler.load_state_dict(resumed.grad_scaler);
 }
 
+std::string resumed_message(const TrainingOptions& c, const TrainingState& state) {
+  std::string message = "resumed " + c.resume + " at epoch " + std::to_string(state.start_epoch) + " (step " +
+                        std::to_string(state.step) + ")\n";
+  if (c.save.empty())
+    message += "note: no --save given, so this run writes no checkpoint (outputs are not taken from the "
+               "checkpoint; add --save " + c.resume + " to keep updating it)\n";
+  return message;
+}
+
 RunLog run_log_so_far(const std::optional<TrainingCheckpoint>& resumed) {
   if (!resumed) return {};
   const std::string where = "checkpoint '" + resumed->source + "' history";

@@ -20,6 +20,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "apps/train/data_parallel.h"
@@ -121,6 +122,10 @@ class Interrupted : public Error {
 TrainingCheckpoint training_checkpoint(const TrainingState& state, int64_t epochs_done);
 // Puts those back, so the rest of the run is bitwise identical to an uninterrupted one.
 void restore_training_state(TrainingState& state, const TrainingCheckpoint& resumed);
+
+// What a resumed run prints first: where it resumed, and that it writes no checkpoint when
+// --save was not given again (outputs come from the command line, not from the checkpoint).
+std::string resumed_message(const TrainingOptions& c, const TrainingState& state);
 
 // The run's epoch records so far: none for a new run; for a resumed one, those its checkpoint
 // kept (TrainingCheckpoint::history) up to the checkpoint's epoch, so that the CSV and the

@@ -136,12 +136,22 @@ TEST_CASE("train mnist: a run stopped and resumed writes the whole run's CSV and
     rest.save = first.save;
     rest.log = first.log;
     rest.plot = dir.file("part.svg");
-    run(rest);
+    std::string out;
+    run(rest, &out);
+    CHECK(out.find("no --save given") == std::string::npos);
   }
   const std::vector<std::string> whole = csv_rows_without_seconds(full.log), resumed = csv_rows_without_seconds(first.log);
   REQUIRE(whole.size() == 4);  // the header and epochs 1-3
   CHECK(resumed == whole);     // the same losses and accuracies, bit for bit as printed
   CHECK(load_checkpoint(first.save).history.find("\"epoch\":3") != std::string::npos);
+
+  // Outputs come from the command line: a resume without --save says that it writes no checkpoint.
+  TrainMnistConfig unsaved;
+  unsaved.data = dir.path.string();
+  unsaved.resume = first.save;
+  std::string out;
+  run(unsaved, &out);
+  CHECK(out.find("note: no --save given, so this run writes no checkpoint") != std::string::npos);
 }
 
 TEST_CASE("train mnist: --precision bf16 and fp16 learn, keep f32 weights, and fp16 resumes bitwise") {
