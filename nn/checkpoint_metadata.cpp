@@ -42,7 +42,7 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingCheckpoint&
   // only be discovered at resume time.
   Json::parse(ck.config, "save_checkpoint: config");
   EMBER_CHECK(Json::parse(ck.history, "save_checkpoint: history").is_array(),
-              "save_checkpoint: expected the history to be a JSON array, got ", ck.history);
+              "save_checkpoint: expected the history to be a JSON array of epoch records");
   return {{"format", kFormat},
           {"progress", progress.dump()},
           {"rng", rng.dump()},

@@ -2,6 +2,7 @@
 #include "apps/train/run_log.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -48,7 +49,7 @@ struct Series {
 };
 
 void panel(std::ostringstream& os, double x0, double y0, double w, double h, const std::string& title,
-           const std::vector<Series>& series, int epochs, bool percent) {
+           const std::vector<Series>& series, int first_epoch, int epochs, bool percent) {
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& s : series)
     for (double v : s.values)
@@ -58,7 +59,9 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
   const double pad = (hi - lo) * 0.08;
   lo = lo >= 0 ? std::max(0.0, lo - pad) : lo - pad;  // losses and accuracies never go below 0
   hi += pad;
-  auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - 1) / double(epochs - 1) : 0.5); };
+  // Epochs first_epoch .. first_epoch + epochs - 1 (a run resumed from a checkpoint without a
+  // history starts after 1).
+  auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - first_epoch) / double(epochs - 1) : 0.5); };
   auto Y = [&](double v) { return y0 + h - h * (v - lo) / (hi - lo); };
   os << "<text x='" << x0 + w / 2 << "' y='" << y0 - 10 << "' text-anchor='middle' font-size='14'>" << title << "</text>\n";
   os << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
@@ -71,17 +74,17 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
        << "' stroke='#eee'/>\n<text x='" << x0 - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end' font-size='10'>"
        << label << "</text>\n";
   }
-  for (int e = 1; e <= epochs; ++e)
-    if (epochs <= 12 || e % ((epochs + 11) / 12) == 0 || e == 1)
+  for (int i = 0; i < epochs; ++i)
+    if (const int e = first_epoch + i; epochs <= 12 || (i + 1) % ((epochs + 11) / 12) == 0 || i == 0)
       os << "<text x='" << X(e) << "' y='" << y0 + h + 14 << "' text-anchor='middle' font-size='10'>" << e << "</text>\n";
   os << "<text x='" << x0 + w / 2 << "' y='" << y0 + h + 30 << "' text-anchor='middle' font-size='11'>epoch</text>\n";
   int legend = 0;
   for (const auto& s : series) {
     os << "<polyline fill='none' stroke='" << s.colour << "' stroke-width='2' points='";
-    for (size_t i = 0; i < s.values.size(); ++i) os << X(double(i + 1)) << "," << Y(s.values[i]) << " ";
+    for (size_t i = 0; i < s.values.size(); ++i) os << X(double(first_epoch) + double(i)) << "," << Y(s.values[i]) << " ";
     os << "'/>\n";
     for (size_t i = 0; i < s.values.size(); ++i)
-      os << "<circle cx='" << X(double(i + 1)) << "' cy='" << Y(s.values[i]) << "' r='3' fill='" << s.colour << "'/>\n";
+      os << "<circle cx='" << X(double(first_epoch) + double(i)) << "' cy='" << Y(s.values[i]) << "' r='3' fill='" << s.colour << "'/>\n";
     os << "<text x='" << x0 + 10 << "' y='" << y0 + 16 + 14 * legend++ << "' font-size='11' fill='" << s.colour << "'>"
        << s.name << "</text>\n";
   }
@@ -117,7 +120,7 @@ void RunLog::write_csv(const std::string& path) const {
 std::string RunLog::svg(const std::string& title) const {
   static const char* const colours[] = {"#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
   std::ostringstream os;
-  const int epochs = int(records_.size());
+  const int epochs = int(records_.size()), first_epoch = records_.empty() ? 1 : records_.front().epoch;
   Series train{"train loss", "#d62728", {}}, test{"test loss", "#1f77b4", {}};
   std::vector<Series> scores;
   if (!records_.empty())
@@ -133,8 +136,9 @@ std::string RunLog::svg(const std::string& title) const {
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='380' font-family='sans-serif'>\n"
      << "<rect width='100%' height='100%' fill='white'/>\n"
      << "<text x='450' y='22' text-anchor='middle' font-size='16'>" << escape_xml(title) << "</text>\n";
-  panel(os, 70, 60, 340, 260, "loss", losses, epochs, false);
-  panel(os, 520, 60, 340, 260, scores.size() == 1 ? scores[0].name : "test scores", scores, epochs, true);
+  panel(os, 70, 60, 340, 260, "loss", losses, first_epoch, epochs, false);
+  panel(os, 520, 60, 340, 260, scores.size() == 1 ? scores[0].name : "test scores", scores, first_epoch, epochs,
+        true);
   os << "</svg>\n";
   return os.str();
 }
@@ -160,6 +164,24 @@ double number_from_json(const Json& value, const std::string& field) {
 }
 
 }  // namespace
+
+std::string RunLog::mismatch(const EpochRecord& r) const {
+  if (records_.empty()) return "";
+  const EpochRecord &first = records_.front(), &last = records_.back();
+  if (r.epoch != last.epoch + 1)
+    return "expected epoch " + std::to_string(last.epoch + 1) + " after epoch " + std::to_string(last.epoch) +
+           ", got " + std::to_string(r.epoch);
+  const bool same_columns = r.test_loss.has_value() == first.test_loss.has_value() &&
+                            std::equal(r.scores.begin(), r.scores.end(), first.scores.begin(), first.scores.end(),
+                                       [](const auto& a, const auto& b) { return a.first == b.first; });
+  return same_columns ? "" : "expected the columns of the first record (test loss and scores)";
+}
+
+void RunLog::add(const EpochRecord& r) {
+  const std::string why = mismatch(r);
+  EMBER_CHECK(why.empty(), "RunLog::add: ", why);
+  records_.push_back(r);
+}
 
 Json RunLog::to_json() const {
   Json history = Json::array();
@@ -188,20 +210,17 @@ RunLog RunLog::from_json(const Json& history, const std::string& where) {
     r.epoch = int(json_int(json_field(entry, "epoch", at), at + ".epoch", 1, std::numeric_limits<int>::max()));
     r.train_loss = number_from_json(json_field(entry, "train_loss", at), at + ".train_loss");
     if (const Json* test_loss = entry.find("test_loss")) r.test_loss = number_from_json(*test_loss, at + ".test_loss");
-    for (const auto& [name, value] : json_object(json_field(entry, "scores", at), at + ".scores"))
+    for (const auto& [name, value] : json_object(json_field(entry, "scores", at), at + ".scores")) {
+      // A column name of the CSV and a label of the SVG, as the apps name them.
+      EMBER_CHECK(!name.empty() && std::all_of(name.begin(), name.end(),
+                                               [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }),
+                  at, ".scores: expected names of letters, digits and '_', got '", name, "'");
       r.scores.emplace_back(name, number_from_json(value, at + ".scores." + name));
+    }
     r.seconds = number_from_json(json_field(entry, "seconds", at), at + ".seconds");
     r.lr = number_from_json(json_field(entry, "lr", at), at + ".lr");
-    if (!log.records_.empty()) {
-      // One table: every record has the first one's columns, and the epochs count up.
-      const EpochRecord& first = log.records_.front();
-      EMBER_CHECK(r.epoch > log.records_.back().epoch, at, ".epoch: expected more than ",
-                  log.records_.back().epoch, ", got ", r.epoch);
-      EMBER_CHECK(r.test_loss.has_value() == first.test_loss.has_value() && r.scores.size() == first.scores.size() &&
-                      std::equal(r.scores.begin(), r.scores.end(), first.scores.begin(),
-                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
-                  at, ": expected the columns of the first record (test loss and scores)");
-    }
+    const std::string why = log.mismatch(r);
+    EMBER_CHECK(why.empty(), at, ": ", why);
     log.records_.push_back(std::move(r));
   }
   return log;

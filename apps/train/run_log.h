@@ -3,7 +3,9 @@
 //
 //   RunLog log;
 //   log.add({.epoch = 1, .train_loss = 0.21, .test_loss = 0.07, .scores = {{"test_accuracy", 0.978}}, .seconds = 41});
-//   log.add({.epoch = 1, .train_loss = 0.9, .scores = {{"precision_at_1", 0.98}, {"map_at_r", 0.91}}});  // no test loss
+//   log.add({.epoch = 2, .train_loss = 0.12, .test_loss = 0.05, .scores = {{"test_accuracy", 0.984}}, .seconds = 40});
+//   RunLog metric;  // a run without a test loss
+//   metric.add({.epoch = 1, .train_loss = 0.9, .scores = {{"precision_at_1", 0.98}, {"map_at_r", 0.91}}});
 //   log.write_csv("run.csv");
 //   log.write_svg("curves.svg", "mnist_cnn on MNIST");
 //   checkpoint.history = log.to_json().dump();  // and RunLog::from_json on resume
@@ -31,7 +33,9 @@ struct EpochRecord {
 
 class RunLog {
  public:
-  void add(const EpochRecord& r) { records_.push_back(r); }
+  // Records are one table: each has the first one's columns (test loss or not, the same score
+  // names in the same order) and the epoch after the last one's; anything else is an Error.
+  void add(const EpochRecord& r);
   const std::vector<EpochRecord>& records() const { return records_; }
   void clear() { records_.clear(); }
   // Columns: epoch, train_loss, test_loss (when the records have one), the scores, seconds, lr.
@@ -47,6 +51,9 @@ class RunLog {
   static RunLog from_json(const Json& history, const std::string& where);
 
  private:
+  // Why `r` cannot follow the records, or "" when it can.
+  std::string mismatch(const EpochRecord& r) const;
+
   std::vector<EpochRecord> records_;
 };
 

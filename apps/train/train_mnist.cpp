@@ -140,6 +140,7 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& consol
   if (!given.group || given.group->rank() == 0) given.check_outputs("train mnist");
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
+  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   TrainMnistConfig c = resumed ? config_for_resume(given, *resumed) : given;
   const int world_size = c.group ? c.group->size() : 1;
   if (!resumed) c.ranks = world_size;
@@ -153,7 +154,6 @@ TrainMnistResult train_mnist(const TrainMnistConfig& given, std::ostream& consol
   print_run_header(run, out);
 
   TrainMnistResult result;
-  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     EpochStats stats = train_epoch(run.state, c, epoch, progress_out, interactive,

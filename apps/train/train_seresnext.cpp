@@ -245,6 +245,7 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
   if (!given.group || given.group->rank() == 0) given.check_outputs("train seresnext");
   std::optional<TrainingCheckpoint> resumed;
   if (!given.resume.empty()) resumed = load_checkpoint(given.resume);
+  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   TrainSeresnextConfig c = resumed ? config_for_resume(given, *resumed) : given;
   const int world_size = c.group ? c.group->size() : 1;
   if (!resumed) c.ranks = world_size;
@@ -260,7 +261,6 @@ TrainSeresnextResult train_seresnext(const TrainSeresnextConfig& given, std::ost
   TrainingOptions bar = c;  // the progress bar counts optimizer steps of step_batch images
   bar.batch_size = c.step_batch();
   TrainSeresnextResult result;
-  RunLog log = run_log_so_far(resumed);  // the whole run's epochs, those before a resume too
   const InterruptGuard interrupt_guard;  // Note [Ctrl-C]
   for (int64_t epoch = run.state.start_epoch, end = end_epoch(c); epoch < end; ++epoch) {
     const double lr = run.state.optimizer->lr();  // the epoch's (per-epoch unit) or its first step's

@@ -212,10 +212,10 @@ std::string resumed_message(const TrainingOptions& c, const TrainingState& state
 RunLog run_log_so_far(const std::optional<TrainingCheckpoint>& resumed) {
   if (!resumed) return {};
   const std::string where = "checkpoint '" + resumed->source + "' history";
-  const RunLog kept = RunLog::from_json(Json::parse(resumed->history, where), where);
-  RunLog log;
-  for (const EpochRecord& r : kept.records())
-    if (r.epoch <= resumed->epoch) log.add(r);
+  RunLog log = RunLog::from_json(Json::parse(resumed->history, where), where);
+  // Empty for a checkpoint from before the history was kept; else written with the checkpoint.
+  EMBER_CHECK(log.records().empty() || log.records().back().epoch == resumed->epoch, where, ": its last epoch is ",
+              log.records().empty() ? 0 : log.records().back().epoch, ", the checkpoint's ", resumed->epoch);
   return log;
 }
 

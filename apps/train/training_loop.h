@@ -128,8 +128,9 @@ void restore_training_state(TrainingState& state, const TrainingCheckpoint& resu
 std::string resumed_message(const TrainingOptions& c, const TrainingState& state);
 
 // The run's epoch records so far: none for a new run; for a resumed one, those its checkpoint
-// kept (TrainingCheckpoint::history) up to the checkpoint's epoch, so that the CSV and the
-// curves of a run stopped and resumed cover all of it.
+// kept (TrainingCheckpoint::history, ending at the checkpoint's epoch; empty in checkpoints from
+// before it was kept), so that the CSV and the curves of a run stopped and resumed cover all of
+// it. A malformed history is an Error naming the file: call it before any work.
 RunLog run_log_so_far(const std::optional<TrainingCheckpoint>& resumed);
 
 // After every epoch: the checkpoint (c.save, built by `checkpoint` only when asked for, with

@@ -18,6 +18,7 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t kElementsPerTask = 1 << 15;
+constexpr int64_t kStretchBytes = 32 << 10;  // Note [Channel stretches]
 
 // dz = act'(y) * dy rounded to T, returned as the value the sum adds.
 template <class T, class Act>
@@ -64,12 +65,17 @@ void channel_pass(Act act, int64_t outer, int64_t C, int64_t inner, const T* dy,
   const int64_t per_channel = std::max<int64_t>(1, outer * inner);
   // In the linear layout a task's channels are a run of each row: at least 64 of them, so that
   // two threads never write one cache line of dz and each row visit reads whole lines.
-  // In the convolution layout a task reads its channels' planes of every image: one task per
-  // thread, so that each image gives it one long stretch. With the pool's usual four tasks per
-  // thread, MNIST's first layer read stretches of 2 planes (6 KiB), and the pass took 1.2-1.8x as
-  // long at 2 threads (n 128, 16 x 28 x 28: 267-363 us against 199-226; the sums do not depend
-  // on the split).
-  const int64_t min_channels = inner == 1 ? 64 : (C + num_threads() - 1) / num_threads();
+  // Note [Channel stretches]: in the convolution layout a task reads its channels' planes of every
+  // image, one stretch per image. Tasks get enough channels for stretches of kStretchBytes, or
+  // failing that an even share of the channels per thread (so fewer tasks than Note [Dynamic
+  // chunks] would like, where planes are small). With the pool's usual four tasks per thread,
+  // MNIST's first layer read stretches of 2 planes (6 KiB), and the pass took 1.2-1.8x as long
+  // at 2 threads (n 128, 16 x 28 x 28: 267-363 us against 199-226). Each channel sums its images
+  // in order whatever the split: the same bits at any thread count (a test).
+  const int64_t plane_bytes = inner * int64_t(sizeof(T));
+  const int64_t stretch_channels =
+      std::min((kStretchBytes + plane_bytes - 1) / plane_bytes, (C + num_threads() - 1) / num_threads());
+  const int64_t min_channels = inner == 1 ? 64 : stretch_channels;
   parallel_for(0, C, std::max(min_channels, kElementsPerTask / per_channel), [&](int64_t c0, int64_t c1) {
     std::vector<double> acc(size_t(c1 - c0), 0.0);
     // Outer index first: a task reads its channels' rows of one outer index as one stretch.

@@ -73,7 +73,12 @@ TEST_CASE("run log: a malformed history is an Error naming the record and the fi
       {R"([{"epoch": 1, "train_loss": 0.5, "scores": {"acc": null}, "seconds": 1, "lr": 0.1}])",
        "history[0].scores.acc: expected a number"},
       {R"([{"epoch": 1, "train_loss": 0.5, "scores": {}, "lr": 0.1}])", "history[0]: missing the field 'seconds'"},
-      {"[" + good + "," + good + "]", "history[1].epoch: expected more than 1, got 1"},
+      {"[" + good + "," + good + "]", "history[1]: expected epoch 2 after epoch 1, got 1"},
+      {"[" + good + "," + std::string(good).replace(good.find("1"), 1, "3") + "]", "history[1]: expected epoch 2 after epoch 1, got 3"},
+      {R"([{"epoch": 1, "train_loss": 0.5, "scores": {"a<b": 0.9}, "seconds": 1, "lr": 0.1}])",
+       "history[0].scores: expected names of letters, digits and '_', got 'a<b'"},
+      {R"([{"epoch": 1, "train_loss": 0.5, "scores": {"": 0.9}, "seconds": 1, "lr": 0.1}])",
+       "history[0].scores: expected names of letters"},
       {"[" + good + R"(, {"epoch": 2, "train_loss": 0.5, "scores": {"acc": 0.9}, "seconds": 1, "lr": 0.1}])",
        "history[1]: expected the columns of the first record"},
       {"[" + good + R"(, {"epoch": 2, "train_loss": 0.5, "test_loss": 1, "scores": {"top5": 0.9}, "seconds": 1, "lr": 0.1}])",
@@ -84,4 +89,22 @@ TEST_CASE("run log: a malformed history is an Error naming the record and the fi
     CHECK_THROWS_AS(from_text(c.text), Error);
     CHECK_THROWS_WITH(from_text(c.text), Catch::Contains(c.message));
   }
+}
+
+TEST_CASE("run log: records are one table; the curves label the epochs a log holds") {
+  RunLog log;
+  log.add({.epoch = 6, .train_loss = 0.5, .test_loss = 0.4, .scores = {{"test_accuracy", 0.9}}});
+  CHECK_THROWS_WITH(log.add({.epoch = 8, .train_loss = 0.4, .test_loss = 0.3, .scores = {{"test_accuracy", 0.9}}}),
+                    Catch::Contains("RunLog::add: expected epoch 7 after epoch 6, got 8"));
+  CHECK_THROWS_WITH(log.add({.epoch = 7, .train_loss = 0.4, .scores = {{"test_accuracy", 0.9}}}),
+                    Catch::Contains("expected the columns of the first record"));
+  CHECK_THROWS_WITH(log.add({.epoch = 7, .train_loss = 0.4, .test_loss = 0.3, .scores = {{"top5", 0.9}}}),
+                    Catch::Contains("expected the columns of the first record"));
+  log.add({.epoch = 7, .train_loss = 0.4, .test_loss = 0.3, .scores = {{"test_accuracy", 0.95}}});
+  REQUIRE(log.records().size() == 2);
+  // A run resumed from a checkpoint without a history starts after epoch 1: its axis says so.
+  const std::string svg = log.svg("resumed");
+  CHECK(svg.find(">6</text>") != std::string::npos);
+  CHECK(svg.find(">7</text>") != std::string::npos);
+  CHECK(svg.find(">1</text>") == std::string::npos);
 }

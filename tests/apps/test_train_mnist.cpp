@@ -156,10 +156,20 @@ TEST_CASE("train mnist: a run stopped and resumed writes the whole run's CSV and
   // Outputs come from the command line: a resume without --save says that it writes no checkpoint.
   TrainMnistConfig unsaved;
   unsaved.data = dir.path.string();
+  unsaved.epochs = 0;  // the checkpoint's: all done, nothing to train
   unsaved.resume = first.save;
   std::string out;
   run(unsaved, &out);
   CHECK(out.find("note: no --save given, so this run writes no checkpoint") != std::string::npos);
+
+  // A history that does not end at the checkpoint's epoch is refused before any work.
+  TrainingCheckpoint edited = load_checkpoint(first.save);
+  edited.history = R"([{"epoch":1,"train_loss":2,"test_loss":2,"scores":{"test_accuracy":0.5},"seconds":1,"lr":0}])";
+  const std::string edited_path = dir.file("edited.safetensors");
+  save_checkpoint(edited_path, edited);
+  unsaved.resume = edited_path;
+  CHECK_THROWS_WITH(run(unsaved), Catch::Contains("checkpoint '" + edited_path + "' history: its last epoch is 1, "
+                                                  "the checkpoint's 3"));
 }
 
 TEST_CASE("train mnist: --precision bf16 and fp16 learn, keep f32 weights, and fp16 resumes bitwise") {

@@ -2,7 +2,8 @@
 // check_checkpoint_format + read_checkpoint_metadata: what load_checkpoint does with the
 // __metadata__ strings). The input is the entries one per line, in the order progress, rng,
 // config, format, history (a missing line is a missing entry; without a fourth line the format
-// is right; without a fifth there is no history, as in checkpoints from before it), so mutations land in the JSON texts rather than in an outer layer of escaping. Any
+// is right; without a fifth there is no history, as in checkpoints from before it), so
+// mutations land in the JSON texts rather than in an outer layer of escaping. Any
 // input either loads or throws ember::Error, and what loads is valid and survives the writer:
 // checkpoint_metadata of the result reads back equal. Another exception, a crash, a leak or a
 // sanitizer report is a finding. Built as a corpus replay test and a libFuzzer binary (Note

@@ -347,15 +347,15 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
     std::vector<Tensor> results[3];
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
-      Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_();
-      const Tensor y = conv2d(xv, wv, b, 1, 1, 1, c.groups, Activation::relu);
+      Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_(), bv = b.detach().requires_grad_();
+      const Tensor y = conv2d(xv, wv, bv, 1, 1, 1, c.groups, Activation::relu);
       sum(mul(y, gy)).backward();
-      results[threads - 1] = {y, xv.grad(), wv.grad()};
+      results[threads - 1] = {y, xv.grad(), wv.grad(), bv.grad()};  // db: Note [Channel stretches]
     }
     set_num_threads(before);
     for (int threads : {2, 3})
-      for (size_t i = 0; i < 3; ++i) {
-        INFO(threads << " threads, result " << i << " (y, dx, dw)");
+      for (size_t i = 0; i < 4; ++i) {
+        INFO(threads << " threads, result " << i << " (y, dx, dw, db)");
         CHECK(max(abs(sub(results[0][i], results[threads - 1][i]))).item() == 0.0);
       }
   }
