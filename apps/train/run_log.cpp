@@ -59,9 +59,7 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
   const double pad = (hi - lo) * 0.08;
   lo = lo >= 0 ? std::max(0.0, lo - pad) : lo - pad;  // losses and accuracies never go below 0
   hi += pad;
-  // Epochs first_epoch .. first_epoch + epochs - 1 (a run resumed from a checkpoint without a
-  // history starts after 1).
-  auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - first_epoch) / double(epochs - 1) : 0.5); };
+  auto X = [&](double e) { return x0 + w * (epochs > 1 ? (e - 1) / double(epochs - 1) : 0.5); };
   auto Y = [&](double v) { return y0 + h - h * (v - lo) / (hi - lo); };
   os << "<text x='" << x0 + w / 2 << "' y='" << y0 - 10 << "' text-anchor='middle' font-size='14'>" << title << "</text>\n";
   os << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
@@ -74,17 +72,20 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
        << "' stroke='#eee'/>\n<text x='" << x0 - 6 << "' y='" << Y(v) + 4 << "' text-anchor='end' font-size='10'>"
        << label << "</text>\n";
   }
-  for (int i = 0; i < epochs; ++i)
-    if (const int e = first_epoch + i; epochs <= 12 || (i + 1) % ((epochs + 11) / 12) == 0 || i == 0)
-      os << "<text x='" << X(e) << "' y='" << y0 + h + 14 << "' text-anchor='middle' font-size='10'>" << e << "</text>\n";
+  // The i-th record is labelled with its epoch, first_epoch + i - 1 (a run resumed from a
+  // checkpoint without a history starts after 1).
+  for (int i = 1; i <= epochs; ++i)
+    if (epochs <= 12 || i % ((epochs + 11) / 12) == 0 || i == 1)
+      os << "<text x='" << X(i) << "' y='" << y0 + h + 14 << "' text-anchor='middle' font-size='10'>"
+         << first_epoch + i - 1 << "</text>\n";
   os << "<text x='" << x0 + w / 2 << "' y='" << y0 + h + 30 << "' text-anchor='middle' font-size='11'>epoch</text>\n";
   int legend = 0;
   for (const auto& s : series) {
     os << "<polyline fill='none' stroke='" << s.colour << "' stroke-width='2' points='";
-    for (size_t i = 0; i < s.values.size(); ++i) os << X(double(first_epoch) + double(i)) << "," << Y(s.values[i]) << " ";
+    for (size_t i = 0; i < s.values.size(); ++i) os << X(double(i + 1)) << "," << Y(s.values[i]) << " ";
     os << "'/>\n";
     for (size_t i = 0; i < s.values.size(); ++i)
-      os << "<circle cx='" << X(double(first_epoch) + double(i)) << "' cy='" << Y(s.values[i]) << "' r='3' fill='" << s.colour << "'/>\n";
+      os << "<circle cx='" << X(double(i + 1)) << "' cy='" << Y(s.values[i]) << "' r='3' fill='" << s.colour << "'/>\n";
     os << "<text x='" << x0 + 10 << "' y='" << y0 + 16 + 14 * legend++ << "' font-size='11' fill='" << s.colour << "'>"
        << s.name << "</text>\n";
   }
@@ -168,8 +169,9 @@ double number_from_json(const Json& value, const std::string& field) {
 std::string RunLog::mismatch(const EpochRecord& r) const {
   if (records_.empty()) return "";
   const EpochRecord &first = records_.front(), &last = records_.back();
-  if (r.epoch != last.epoch + 1)
-    return "expected epoch " + std::to_string(last.epoch + 1) + " after epoch " + std::to_string(last.epoch) +
+  const int64_t next = int64_t(last.epoch) + 1;  // int64: the last epoch may be INT_MAX
+  if (r.epoch != next)
+    return "expected epoch " + std::to_string(next) + " after epoch " + std::to_string(last.epoch) +
            ", got " + std::to_string(r.epoch);
   const bool same_columns = r.test_loss.has_value() == first.test_loss.has_value() &&
                             std::equal(r.scores.begin(), r.scores.end(), first.scores.begin(), first.scores.end(),
