@@ -77,7 +77,7 @@ void panel(std::ostringstream& os, double x0, double y0, double w, double h, con
   for (int i = 1; i <= epochs; ++i)
     if (epochs <= 12 || i % ((epochs + 11) / 12) == 0 || i == 1)
       os << "<text x='" << X(i) << "' y='" << y0 + h + 14 << "' text-anchor='middle' font-size='10'>"
-         << first_epoch + i - 1 << "</text>\n";
+         << int64_t(first_epoch) + i - 1 << "</text>\n";
   os << "<text x='" << x0 + w / 2 << "' y='" << y0 + h + 30 << "' text-anchor='middle' font-size='11'>epoch</text>\n";
   int legend = 0;
   for (const auto& s : series) {
