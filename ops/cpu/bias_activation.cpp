@@ -72,7 +72,7 @@ void channel_pass(Act act, int64_t outer, int64_t C, int64_t inner, const T* dy,
   // MNIST's first layer read stretches of 2 planes (6 KiB), and the pass took 1.2-1.8x as long
   // at 2 threads (n 128, 16 x 28 x 28: 267-363 us against 199-226). Each channel sums its images
   // in order whatever the split: the same bits at any thread count (a test).
-  const int64_t plane_bytes = inner * int64_t(sizeof(T));
+  const int64_t plane_bytes = std::max<int64_t>(1, inner * int64_t(sizeof(T)));  // inner may be 0
   const int64_t stretch_channels =
       std::min((kStretchBytes + plane_bytes - 1) / plane_bytes, (C + num_threads() - 1) / num_threads());
   const int64_t min_channels = inner == 1 ? 64 : stretch_channels;

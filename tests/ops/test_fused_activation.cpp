@@ -137,6 +137,11 @@ TEST_CASE("bias_activation_backward: dz and db in one pass, for both bias layout
   const Tensor yt = relu(randn({3, 4}, {.dtype = DType::f64}, &gen));
   check_close(bias_activation_backward(dyt, yt, Activation::relu, 1, true).bias, sum(relu_backward(dyt, yt), {0}),
               1e-12, 1e-12);
+  // Empty planes (Note [Channel stretches] divides by the plane's size): a zero bias gradient.
+  const Tensor empty = zeros({2, 3, 0, 4});
+  const auto [dz_empty, db_empty] = bias_activation_backward(empty, empty, Activation::relu, 1, true);
+  CHECK(dz_empty.shape() == empty.shape());
+  check_close(db_empty, zeros({3}), 0, 0);
 }
 
 TEST_CASE("bias_activation_backward errors name the op and what was given", "[fused][errors]") {
