@@ -373,6 +373,9 @@ bool use_grid_weight_grad(const Conv2dGeometry& g, DType dtype) {
 bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
 }
+bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
+  return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_input_grad_suits(g, dtype);
+}
 }  // namespace
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
@@ -381,6 +384,7 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
     return conv2d_grid_forward_suits(g) ? "padded grid" : "direct";
   if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32))
     return conv2d_direct_input_grad_on_grid(g) ? "padded grid" : "direct";
+  if (pass == ConvPass::input_grad && use_grid_input_grad(g, DType::f32)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, DType::f32)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, DType::f32)) return "direct";
   if (use_direct(g, pass)) return "direct";
@@ -394,6 +398,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   if (use_direct_input_grad_f32(g, dy.dtype())) return conv2d_direct_input_grad_f32(g, dy, w, dx);
+  if (use_grid_input_grad(g, dy.dtype())) return conv2d_grid_input_grad(g, dy, w, dx);
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
       if (use_direct(g, ConvPass::input_grad)) return conv2d_direct_input_grad<T>(g, dy, w, dx);

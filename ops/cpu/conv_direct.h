@@ -56,6 +56,13 @@ bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g);
 // The contract of conv2d_input_grad (ops/kernels.h) in f32, for a geometry that suits it.
 void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 
+// Whether conv2d_grid_input_grad runs g (Note [Strided input gradient as phase forwards]): f32 on
+// AVX-512, grouped, a stride above 1, dilation 1, 1, 2, 4 or a multiple of 8 input channels per
+// group (at most 32), at most 32 output channels per group.
+bool conv2d_grid_input_grad_suits(const Conv2dGeometry& g, DType dtype);
+// The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.
+void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
+
 // Whether conv2d_direct_weight_grad runs g: f32 on AVX-512, groups of 4 to 32 output channels
 // (blocks of 4 or 8), row stride 1, kernel width 3 (Note [Direct grouped weight gradient]).
 bool conv2d_direct_weight_grad_suits(const Conv2dGeometry& g, DType dtype);

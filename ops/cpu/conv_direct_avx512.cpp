@@ -80,10 +80,9 @@ int block_for(int64_t M) { return M % 16 == 0 ? 16 : M % 8 == 0 ? 8 : M % 4 == 0
 
 bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act) {
   // Ungrouped layers only on the padded grid (Note [Conv algorithms] in conv.cpp).
-  return dtype == DType::f32 && (g.groups > 1 || conv2d_grid_forward_suits(g)) && g.stride_w == 1 &&
-         g.kernel_w <= kMaxKernelW &&
-         block_for(g.out_channels_per_group()) > 0 && g.out_channels_per_group() <= 32 &&
-         (act == Activation::none || act == Activation::relu);
+  const bool row_kernel = g.groups > 1 && g.stride_w == 1 && block_for(g.out_channels_per_group()) > 0;
+  return dtype == DType::f32 && (conv2d_grid_forward_suits(g) || row_kernel) && g.kernel_w <= kMaxKernelW &&
+         g.out_channels_per_group() <= 32 && (act == Activation::none || act == Activation::relu);
 }
 
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,

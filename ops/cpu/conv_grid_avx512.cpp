@@ -45,7 +45,7 @@
 #include "ops/cpu/conv_direct.h"
 
 #if defined(__AVX512F__)
-#include "ops/cpu/gemm_epilogue_avx512.h"
+#include "ops/cpu/conv_grid_tiles_avx512.h"
 #endif
 
 namespace ember::cpu {
@@ -53,78 +53,84 @@ namespace ember::cpu {
 #if defined(__AVX512F__)
 namespace {
 
-constexpr int kRows = 8;  // output channels per register tile
+using grid_detail::copy_rows;
 
-// The padded grid of one (image, group): planes of hp x wp, `vectors` 16-wide vectors of
-// outputs per output channel (Ho rows of wp, rounded up), and the offsets of the K taps.
+constexpr int kRows = 8;  // output channels per register tile (Note [Thin groups on the grid]: 1, 2 or 4 too)
+
+// The padded grid of one (image, group): each input channel's phase planes (Note [Strided
+// grid]) of hp x wp, `vectors` 16-wide vectors of outputs per output channel (Ho rows of wp,
+// rounded up), and the offsets of the K taps.
 struct Grid {
   int64_t hp, wp, plane, vectors, K;
-  int64_t floats;  // of the padded input, with the zeroed slack the last vectors read past
+  int64_t phases_h, phases_w;  // phase planes per channel along each axis: 1 at stride 1
+  int64_t channel;             // floats per input channel: its phase planes
+  int64_t floats;              // of the padded input, with the zeroed slack the last vectors read past
+  std::vector<int64_t> off;    // tap (c, kh, kw) of output j reads xpad[off[k] + j]
 };
 
 Grid grid_of(const Conv2dGeometry& g) {
   Grid grid;
-  grid.wp = g.out_w + g.dilation_w * (g.kernel_w - 1);  // = W + pad_w + the right padding
-  grid.hp = g.out_h + g.dilation_h * (g.kernel_h - 1);
+  const int64_t sh = g.stride_h, sw = g.stride_w;
+  grid.phases_h = std::min(sh, g.kernel_h);  // dilation 1 wherever the stride is not (conv2d_grid_forward_suits)
+  grid.phases_w = std::min(sw, g.kernel_w);
+  grid.wp = g.out_w + g.dilation_w * (g.kernel_w - 1) / sw;  // at stride 1: W + pad_w + the right padding
+  grid.hp = g.out_h + g.dilation_h * (g.kernel_h - 1) / sh;
   grid.plane = grid.hp * grid.wp;
+  grid.channel = grid.phases_h * grid.phases_w * grid.plane;
   grid.vectors = (g.out_h * grid.wp + 15) / 16;
   grid.K = g.in_channels_per_group() * g.kernel_h * g.kernel_w;
-  const int64_t last_tap = (g.in_channels_per_group() - 1) * grid.plane +
-                           g.dilation_h * (g.kernel_h - 1) * grid.wp + g.dilation_w * (g.kernel_w - 1);
-  grid.floats = std::max(g.in_channels_per_group() * grid.plane, last_tap + 16 * grid.vectors);
+  int64_t last_tap = 0;
+  for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const int64_t rh = kh * g.dilation_h, rw = kw * g.dilation_w;  // the tap's padded offsets
+        grid.off.push_back(c * grid.channel + (rh % sh * grid.phases_w + rw % sw) * grid.plane + rh / sh * grid.wp +
+                           rw / sw);
+        last_tap = std::max(last_tap, grid.off.back());
+      }
+  grid.floats = std::max(g.in_channels_per_group() * grid.channel, last_tap + 16 * grid.vectors);
   return grid;
 }
 
-// One 8 x 16 NV tile: acc[i][v] = sum over k of w[i * K + k] * b[off[k] + 16 v], stored through
-// the epilogue to out[i * ld + 16 v].
-template <int NV>
-void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, float* out, int64_t ld,
-               const gemm_detail::VectorEpilogue& epilogue) {
-  __m512 acc[kRows][NV];
-  gemm_detail::zero_tile(acc);
-  for (int64_t k = 0; k < K; ++k) {
-    __m512 bv[NV];
-    const float* row = b + off[k];
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(row + 16 * v);
-#pragma GCC unroll 8
-    for (int i = 0; i < kRows; ++i) {
-      const __m512 wi = _mm512_set1_ps(w[i * K + k]);
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wi, bv[v], acc[i][v]);
-    }
+// dst[j] = src[j * 2] for j < count, reading src only below 2 count - 1 (a row's last column).
+void copy_every_other(const float* src, float* dst, int64_t count) {
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const __m512 lo = _mm512_loadu_ps(src + 2 * j), hi = _mm512_maskz_loadu_ps(0x7FFF, src + 2 * j + 16);
+    _mm512_storeu_ps(dst + j, _mm512_permutex2var_ps(lo, evens, hi));
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i)
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) epilogue.store(acc[i][v], out + i * ld, i, v, __mmask16(0xFFFF));
+  for (; j < count; ++j) dst[j] = src[2 * j];
 }
 
-// The vectors of the next tile: 3, or 2 + 2 for a last four (a 1-vector tile would issue as
-// many loads as FMAs).
-int tile_vectors(int64_t left) { return left >= 5 || left == 3 ? 3 : left == 4 ? 2 : int(left); }
-
-// Copies `rows` rows of `width` floats, src's rows src_stride apart, dst's dst_stride apart: a
-// plane into the grid (and a grid's rows back into a plane). In vectors, the last one masked:
-// the rows are short (7 to 64 floats), and a memmove call per row took 10% of an MNIST epoch
-// once its layers ran on the grid (perf, batch 128).
-void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t width) {
-  const int64_t whole = width / 16 * 16;
-  const __mmask16 tail = gemm_detail::column_mask(int(width - whole), 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* from = src + r * src_stride;
-    float* to = dst + r * dst_stride;
-    for (int64_t j = 0; j < whole; j += 16) _mm512_storeu_ps(to + j, _mm512_loadu_ps(from + j));
-    if (tail) _mm512_mask_storeu_ps(to + whole, tail, _mm512_maskz_loadu_ps(tail, from + whole));
-  }
-}
-
-// Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest.
+// Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest. Note
+// [Strided grid]: at stride (sh, sw) phase plane (ph, pw) of a channel holds the padded input's
+// rows ph + sh i and columns pw + sw j.
 void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group, float* xpad) {
   std::fill(xpad, xpad + grid.floats, 0.0f);
+  const int64_t sh = g.stride_h, sw = g.stride_w;
   for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
-    copy_rows(x_group + c * g.in_plane(), g.in_w, xpad + c * grid.plane + g.pad_h * grid.wp + g.pad_w, grid.wp,
-              g.in_h, g.in_w);
+    for (int64_t ph = 0; ph < grid.phases_h; ++ph)
+      for (int64_t pw = 0; pw < grid.phases_w; ++pw) {
+        const Range rows = valid_outputs(ph - g.pad_h, sh, g.in_h, grid.hp);
+        const Range columns = valid_outputs(pw - g.pad_w, sw, g.in_w, grid.wp);
+        const int64_t width = columns.end - columns.begin;
+        if (rows.end <= rows.begin || width <= 0) continue;
+        const float* src = x_group + c * g.in_plane() + (ph + sh * rows.begin - g.pad_h) * g.in_w +
+                           (pw + sw * columns.begin - g.pad_w);
+        float* dst = xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp +
+                     columns.begin;
+        if (sw == 1) {
+          copy_rows(src, sh * g.in_w, dst, grid.wp, rows.end - rows.begin, width);
+          continue;
+        }
+        for (int64_t i = 0; i < rows.end - rows.begin; ++i) {
+          const float* from = src + i * sh * g.in_w;
+          float* to = dst + i * grid.wp;
+          if (sw == 2) copy_every_other(from, to, width);
+          else for (int64_t j = 0; j < width; ++j) to[j] = from[j * sw];
+        }
+      }
 }
 
 // Images laid out on the grid at a time, in bytes (they stay in L2 while every tile reads them).
@@ -163,7 +169,6 @@ inline void keep_in_register(__m512& v) { asm("" : "+v"(v)); }
 // off[t]; dw rows K apart. The first chunk stores, later ones add.
 template <int ROWS, int NT>
 void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K, bool accumulate) {
-  static_assert(ROWS % 4 == 0, "lane_sums takes four rows at a time");
   const int64_t images = chunk.images, vectors = chunk.vectors, ld = chunk.ld, image_dy = chunk.image_dy;
   const int64_t image_x = chunk.image_x;
   const float* dyg = chunk.dyg + m0 * ld;
@@ -189,17 +194,31 @@ void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw
       }
     }
   }
-#pragma GCC unroll 6
-  for (int t = 0; t < NT; ++t)
+  auto add = [&](int i, int t, float sum) {
+    float& w = dw[i * K + t];
+    w = accumulate ? w + sum : sum;
+  };
+  if constexpr (ROWS % 4 == 0) {
+#pragma GCC unroll 9
+    for (int t = 0; t < NT; ++t)
 #pragma GCC unroll 2
-    for (int i0 = 0; i0 < ROWS; i0 += 4) {
-      alignas(16) float sums[4];
-      _mm_store_ps(sums, lane_sums(acc[i0][t], acc[i0 + 1][t], acc[i0 + 2][t], acc[i0 + 3][t]));
-      for (int i = 0; i < 4; ++i) {
-        float& w = dw[(i0 + i) * K + t];
-        w = accumulate ? w + sums[i] : sums[i];
+      for (int i0 = 0; i0 < ROWS; i0 += 4) {
+        alignas(16) float sums[4];
+        _mm_store_ps(sums, lane_sums(acc[i0][t], acc[i0 + 1][t], acc[i0 + 2][t], acc[i0 + 3][t]));
+        for (int i = 0; i < 4; ++i) add(i0 + i, t, sums[i]);
       }
+  } else {  // a thin group's 1 or 2 rows: its ROWS * NT sums four at a time, the last four padded
+    constexpr int kSums = ROWS * NT, kPadded = (kSums + 3) / 4 * 4;
+    __m512 flat[kPadded];
+#pragma GCC unroll 12
+    for (int r = 0; r < kPadded; ++r) flat[r] = r < kSums ? acc[r / NT][r % NT] : _mm512_setzero_ps();
+#pragma GCC unroll 3
+    for (int r = 0; r < kPadded; r += 4) {
+      alignas(16) float sums[4];
+      _mm_store_ps(sums, lane_sums(flat[r], flat[r + 1], flat[r + 2], flat[r + 3]));
+      for (int q = 0; q < 4 && r + q < kSums; ++q) add((r + q) / NT, (r + q) % NT, sums[q]);
     }
+  }
 }
 
 // The tiles of rows [m0, m0 + ROWS) x every tap, NT taps at a time (the last tile narrower).
@@ -215,16 +234,6 @@ void grad_rows(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw
       }(std::make_integer_sequence<int, NT - 1>());
     }
   }
-}
-
-// The offsets of the K taps (c, kh, kw) in the grid layout.
-std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Grid& grid) {
-  std::vector<int64_t> off(static_cast<size_t>(grid.K));
-  for (int64_t c = 0, k = 0; c < g.in_channels_per_group(); ++c)
-    for (int64_t kh = 0; kh < g.kernel_h; ++kh)
-      for (int64_t kw = 0; kw < g.kernel_w; ++kw, ++k)
-        off[size_t(k)] = c * grid.plane + kh * g.dilation_h * grid.wp + kw * g.dilation_w;
-  return off;
 }
 
 int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -248,8 +257,23 @@ int64_t rows_per_task(int64_t tasks, int64_t M) {
 
 }  // namespace
 
+namespace {
+// Note [Strided grid]: grouped layers only (an ungrouped strided layer was not measured against
+// im2col + GEMM), and dilation 1, so that a channel's taps read min(stride, kernel) phases a side.
+bool stride_fits(const Conv2dGeometry& g) {
+  return (g.stride_h == 1 && g.stride_w == 1) || (g.groups > 1 && g.dilation_h == 1 && g.dilation_w == 1);
+}
+// Note [Thin groups on the grid]: 1 or 2 output channels per group, and 4 at a stride (at stride
+// 1 the row kernel, measured against, keeps groups of 4).
+bool thin_fits(const Conv2dGeometry& g) {
+  const int64_t M = g.out_channels_per_group();
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  return g.groups > 1 && (M == 1 || M == 2 || (M == 4 && strided));
+}
+}  // namespace
+
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
-  return g.stride_h == 1 && g.stride_w == 1 && g.out_channels_per_group() % kRows == 0;
+  return stride_fits(g) && (g.out_channels_per_group() % kRows == 0 || thin_fits(g));
 }
 
 void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
@@ -261,7 +285,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   const float* wp = w.data<float>();
   const float* bp = b.defined() ? b.data<float>() : nullptr;
   float* yp = y.data<float>();
-  const std::vector<int64_t> off = tap_offsets(g, grid);
+  const int64_t tile = std::min<int64_t>(M, kRows);  // Note [Thin groups on the grid]
   const int64_t workspace = round_up_16(grid.floats) + M * ld;
   const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
   parallel_for(0, g.batch * g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
@@ -272,19 +296,11 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
       const int64_t n = t / (g.groups * splits), grp = t / splits % g.groups, m_begin = t % splits * rows;
       const int64_t m_end = std::min(M, m_begin + rows);
       pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad);
-      for (int64_t m0 = m_begin; m0 < m_end; m0 += kRows) {
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += tile) {
         const float* w_block = wp + (grp * M + m0) * K;
         const gemm_detail::VectorEpilogue epilogue(
             {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
-        for (int64_t v0 = 0; v0 < grid.vectors;) {
-          const int nv = tile_vectors(grid.vectors - v0);
-          float* tile_out = out + m0 * ld + 16 * v0;
-          const float* b_tile = xpad + 16 * v0;
-          if (nv == 3) grid_tile<3>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
-          else if (nv == 2) grid_tile<2>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
-          else grid_tile<1>(K, w_block, off.data(), b_tile, tile_out, ld, epilogue);
-          v0 += nv;
-        }
+        grid_detail::grid_block(tile, grid.vectors, K, grid.off.data(), w_block, xpad, out + m0 * ld, ld, epilogue);
       }
       // The Wo outputs of each grid row go to y.
       float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
@@ -299,7 +315,7 @@ bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
   // An ungrouped layer's tasks are blocks of 8 channels or more (Note [Grid tasks]), at most 4:
   // with more threads than that im2col + GEMM, which splits over the images too, keeps them all busy.
   const bool ungrouped_fits = M % 8 == 0 && (M + 7) / 8 >= int64_t(num_threads());
-  return dtype == DType::f32 && g.stride_h == 1 && g.stride_w == 1 && M % 4 == 0 && M <= 32 &&
+  return dtype == DType::f32 && stride_fits(g) && (M % 4 == 0 || thin_fits(g)) && M <= 32 &&
          (g.groups > 1 || ungrouped_fits);
 }
 
@@ -316,7 +332,6 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
   // the order of the sums, which must not depend on the thread count.
   const int64_t chunk_images =
       std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + M * ld)), 1, g.batch);
-  const std::vector<int64_t> off = tap_offsets(g, grid);
   const float* xp = x.data<float>();
   const float* dyp = dy.data<float>();
   parallel_for(0, g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
@@ -339,12 +354,19 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
         const bool accumulate = n0 > 0;
         for (int64_t m0 = m_begin; m0 < m_end;) {
           float* out = dwp + (grp * M + m0) * K;
-          if (m_end - m0 >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
-            grad_rows<8, 3>(chunk, m0 - m_begin, off.data(), out, K, accumulate);
+          const int64_t left = m_end - m0, at = m0 - m_begin;
+          if (left >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
+            grad_rows<8, 3>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 8;
-          } else {
-            grad_rows<4, 6>(chunk, m0 - m_begin, off.data(), out, K, accumulate);
+          } else if (left >= 4) {
+            grad_rows<4, 6>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 4;
+          } else if (left == 2) {  // Note [Thin groups on the grid]
+            grad_rows<2, 6>(chunk, at, grid.off.data(), out, K, accumulate);
+            m0 += 2;
+          } else {
+            grad_rows<1, 9>(chunk, at, grid.off.data(), out, K, accumulate);
+            m0 += 1;
           }
         }
       }

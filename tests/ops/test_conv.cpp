@@ -228,8 +228,9 @@ TEST_CASE("conv2d errors name the op, the expectation and the shapes", "[conv][e
 }
 
 // Note [Conv algorithms] (ops/cpu/conv.cpp): grouped layers with 2 and 4 channels per group (SE-ResNeXt's
-// first stage) take the direct algorithm forward and backward to the input; its values and both gradients equal those of one ungrouped
-// convolution per group (im2col + GEMM), stride 1 and 2, with bias and relu.
+// first stage) take the direct algorithm or the padded grid forward and backward to the input (the
+// scalar direct input gradient where AVX-512 is missing); its values and both gradients equal those of
+// one ungrouped convolution per group (im2col + GEMM), stride 1 and 2, with bias and relu.
 TEST_CASE("conv2d's direct grouped algorithm equals one ungrouped convolution per group", "[conv][direct]") {
   Generator gen(21);
   for (int64_t per_group : {2, 4}) {
@@ -240,10 +241,83 @@ TEST_CASE("conv2d's direct grouped algorithm equals one ungrouped convolution pe
       const Tensor b0 = randn({C}, {}, &gen);
       const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), stride, 1, 1, G);
       const bool direct_forward = cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::relu);
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == (direct_forward ? "direct" : "im2col+gemm"));
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == "direct");
+      const bool grid_forward = direct_forward && cpu::conv2d_grid_forward_suits(g);
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) ==
+            (grid_forward ? "padded grid" : direct_forward ? "direct" : "im2col+gemm"));
+      const bool grid_input_grad = (stride == 1 && cpu::conv2d_direct_input_grad_suits(g, DType::f32) &&
+                                    cpu::conv2d_direct_input_grad_on_grid(g)) ||
+                                   cpu::conv2d_grid_input_grad_suits(g, DType::f32);
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == (grid_input_grad ? "padded grid" : "direct"));
       check_against_one_conv_per_group(x0, w0, b0, stride, 1, 1, G, Activation::relu, gen);
     }
+  }
+}
+
+// Note [Thin groups on the grid], [Strided grid] (ops/cpu/conv_grid_avx512.cpp), [Strided input
+// gradient as phase forwards] (ops/cpu/conv_grid_input_grad_avx512.cpp): depthwise and 2-channel
+// groups at stride 1, groups of 1 to 8 channels at strides 2, 3 and (2, 1) / (1, 2), a kernel
+// smaller than the stride (phases without taps), a 5 x 5 kernel, padding 0 to 2, odd planes whose
+// rows end inside a vector, against one ungrouped convolution per group; and the same bits at 1,
+// 2 and 3 threads.
+TEST_CASE("conv2d's thin-group and strided padded-grid passes equal one ungrouped convolution per group",
+          "[conv][direct]") {
+  struct Case {
+    int64_t per_group_in, per_group_out, batch, h, w;
+    IntPair kernel, stride, pad;
+    bool bias;
+    Activation act;
+  };
+  const Case cases[] = {
+      {1, 1, 2, 10, 13, 3, 1, 1, true, Activation::relu},   {2, 2, 2, 9, 9, 3, 1, 1, false, Activation::none},
+      {1, 2, 2, 11, 12, 3, 2, 1, true, Activation::none},   {2, 2, 3, 16, 16, 3, 2, 1, false, Activation::relu},
+      {4, 4, 2, 9, 7, 3, 2, 1, true, Activation::none},     {2, 4, 2, 8, 10, 3, {2, 1}, 1, false, Activation::none},
+      {4, 8, 2, 12, 11, 5, 2, 2, true, Activation::relu},   {8, 8, 2, 8, 8, 3, 2, 1, false, Activation::none},
+      {2, 2, 2, 13, 11, 3, 3, 0, true, Activation::none},   {2, 2, 2, 9, 8, 1, 2, 0, false, Activation::none},
+      {1, 1, 2, 7, 7, 2, 2, 0, true, Activation::none},     {1, 1, 2, 6, 21, 3, {1, 2}, 1, false, Activation::none},
+      {16, 16, 1, 7, 7, 3, 2, 1, false, Activation::none},  {1, 1, 2, 9, 9, 3, 2, 2, true, Activation::none},
+      {1, 1, 1, 40, 37, 3, 2, 1, false, Activation::none},
+  };
+  Generator gen(89);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i);
+    const int64_t G = 3;
+    const Tensor x0 = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
+    const Tensor w0 = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
+    const Tensor b0 = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
+    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), c.stride, c.pad, 1, G);
+    if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
+      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
+    } else {
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "padded grid");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == "padded grid");
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+    }
+    check_against_one_conv_per_group(x0, w0, b0, c.stride, c.pad, 1, G, c.act, gen);
+  }
+  const int before = num_threads();
+  for (size_t i : {0, 3, 6, 14}) {
+    const Case& c = cases[i];
+    INFO("case " << i << " at 1, 2 and 3 threads");
+    const int64_t G = 3;
+    const Tensor x = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
+    const Tensor w = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
+    const Tensor b = randn({G * c.per_group_out}, {}, &gen);
+    const Tensor gy = randn(conv2d(x, w, b, c.stride, c.pad, 1, G).shape(), {}, &gen);
+    std::vector<Tensor> results[3];
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor xv = x.detach().requires_grad_(), wv = w.detach().requires_grad_(), bv = b.detach().requires_grad_();
+      const Tensor y = conv2d(xv, wv, bv, c.stride, c.pad, 1, G, c.act);
+      sum(mul(y, gy)).backward();
+      results[threads - 1] = {y, xv.grad(), wv.grad(), bv.grad()};
+    }
+    set_num_threads(before);
+    for (int threads : {2, 3})
+      for (size_t r = 0; r < 4; ++r) {
+        INFO(threads << " threads, result " << r << " (y, dx, dw, db)");
+        CHECK(max(abs(sub(results[0][r], results[threads - 1][r]))).item() == 0.0);
+      }
   }
 }
 

@@ -1,0 +1,100 @@
+// The register tiles of the padded-grid convolutions (ops/cpu/conv_grid_avx512.cpp: Note [Direct
+// forward on a padded grid]; ops/cpu/conv_grid_input_grad_avx512.cpp), f32 on AVX-512: a GEMM of
+// ROWS output channels (weights w (ROWS, K)) by taps read at fixed offsets of a zero-padded grid:
+//   out[i * ld + j] = act(bias[i] + sum over k of w[i * K + k] * xpad[off[k] + j])
+// for the grid positions j of `vectors` 16-wide vectors. Included by AVX-512 sources only.
+#pragma once
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "ops/cpu/gemm_epilogue_avx512.h"
+
+namespace ember::cpu::grid_detail {
+
+// One ROWS x 16 NV tile: acc[i][v] = sum over k of w[i * K + k] * b[off[k] + 16 v], stored through
+// the epilogue to out[i * ld + 16 v].
+template <int ROWS, int NV>
+void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, float* out, int64_t ld,
+               const gemm_detail::VectorEpilogue& epilogue) {
+  __m512 acc[ROWS][NV];
+  gemm_detail::zero_tile(acc);
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 bv[NV];
+    const float* row = b + off[k];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(row + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 wi = _mm512_set1_ps(w[i * K + k]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wi, bv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < ROWS; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) epilogue.store(acc[i][v], out + i * ld, i, v, __mmask16(0xFFFF));
+}
+
+// Note [Thin groups on the grid]: a group of 1 or 2 output channels (depthwise layers, the small
+// SE-ResNeXt's first stages) has no 8 rows for the tile above, and a weight feeds few FMAs
+// whatever the layout: each input vector is used by M weights per tap. Its tiles are M rows of
+// up to 8 vectors (a 1 x 8 step: 8 loads, 1 broadcast, 8 FMAs; 2 x 8: 8, 2 and 16), so that the
+// accumulators still cover the FMA latency; a group of 4 at a stride (Note [Strided grid]) takes
+// 4 x 6. The im2col + GEMM they replace ran 8-row tiles on 1 or 2 rows of weights.
+template <int ROWS>
+constexpr int kTileVectors = ROWS == 8 ? 3 : ROWS == 4 ? 6 : 8;
+
+// The vectors of the next tile: at most kTileVectors<ROWS>; for 8 rows 3, or 2 + 2 for a last
+// four (a 1-vector tile would issue as many loads as FMAs).
+template <int ROWS>
+int tile_vectors(int64_t left) {
+  if constexpr (ROWS == 8) return left >= 5 || left == 3 ? 3 : left == 4 ? 2 : int(left);
+  else return int(std::min<int64_t>(left, kTileVectors<ROWS>));
+}
+
+// The tiles of ROWS output channels over `vectors` vectors of the grid: w (ROWS, K), tap k of
+// grid position j at xpad[off[k] + j], outputs at out[i * ld + j].
+template <int ROWS>
+void grid_rows(int64_t vectors, int64_t K, const int64_t* off, const float* w, const float* xpad, float* out,
+               int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+  for (int64_t v0 = 0; v0 < vectors;) {
+    const int nv = tile_vectors<ROWS>(vectors - v0);
+    [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
+      ((nv == Ns + 1 ? grid_tile<ROWS, Ns + 1>(K, w, off, xpad + 16 * v0, out + 16 * v0, ld, epilogue) : void()), ...);
+    }(std::make_integer_sequence<int, kTileVectors<ROWS>>());
+    v0 += nv;
+  }
+}
+
+// grid_rows for a block of `rows` output channels: 8, or a thin group's 1, 2 or 4.
+inline void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, const float* w,
+                       const float* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+  if (rows == 8) grid_rows<8>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else if (rows == 4) grid_rows<4>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else if (rows == 2) grid_rows<2>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else grid_rows<1>(vectors, K, off, w, xpad, out, ld, epilogue);
+}
+
+// Copies `rows` rows of `width` floats, src's rows src_stride apart, dst's dst_stride apart: a
+// plane into the grid (and a grid's rows back into a plane). In vectors, the last one masked:
+// the rows are short (7 to 64 floats), and a memmove call per row took 10% of an MNIST epoch
+// once its layers ran on the grid (perf, batch 128).
+inline void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t width) {
+  const int64_t whole = width / 16 * 16;
+  const __mmask16 tail = gemm_detail::column_mask(int(width - whole), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* from = src + r * src_stride;
+    float* to = dst + r * dst_stride;
+    for (int64_t j = 0; j < whole; j += 16) _mm512_storeu_ps(to + j, _mm512_loadu_ps(from + j));
+    if (tail) _mm512_mask_storeu_ps(to + whole, tail, _mm512_maskz_loadu_ps(tail, from + whole));
+  }
+}
+
+}  // namespace ember::cpu::grid_detail
+#endif
