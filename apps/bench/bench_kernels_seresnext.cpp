@@ -15,12 +15,16 @@ struct ConvLayer {
 };
 
 // SE-ResNeXt-50 (32x4d): the grouped 3x3 convolution of each stage (32 groups of 4, 8, 16 and 32
-// channels), the 1x1 convolutions of the first and third stage's blocks, and the 7x7/2 stem.
-// The same list, in the same order, is in torch_kernels_seresnext.py.
+// channels), the 1x1 convolutions of the first and third stage's blocks, the 7x7/2 stem and the
+// stride-2 grouped 3x3 of the second stage's first block; then the small member's grouped 3x3
+// layers at its training batch (32 groups of 1, and of 2 and 4 at stride 2; Note [Thin groups on
+// the grid] in ops/cpu/conv_grid_avx512.cpp). The same list, in the same order, is in
+// torch_kernels_seresnext.py.
 constexpr ConvLayer kLayers[] = {
-    {8, 128, 128, 32, 56, 3, 1, 1},  {8, 256, 256, 32, 28, 3, 1, 1}, {8, 512, 512, 32, 14, 3, 1, 1},
-    {8, 1024, 1024, 32, 7, 3, 1, 1}, {8, 256, 128, 1, 56, 1, 1, 0},  {8, 1024, 512, 1, 14, 1, 1, 0},
-    {8, 3, 64, 1, 224, 7, 2, 3},
+    {8, 128, 128, 32, 56, 3, 1, 1},   {8, 256, 256, 32, 28, 3, 1, 1}, {8, 512, 512, 32, 14, 3, 1, 1},
+    {8, 1024, 1024, 32, 7, 3, 1, 1},  {8, 256, 128, 1, 56, 1, 1, 0},  {8, 1024, 512, 1, 14, 1, 1, 0},
+    {8, 3, 64, 1, 224, 7, 2, 3},      {8, 256, 256, 32, 56, 3, 2, 1}, {64, 32, 32, 32, 32, 3, 1, 1},
+    {64, 64, 64, 32, 32, 3, 2, 1},    {64, 128, 128, 32, 16, 3, 2, 1},
 };
 
 // "n8_c128to128_g32_56x56_k3s1p1"

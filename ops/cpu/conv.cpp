@@ -53,6 +53,20 @@
 //                  (4 channels per group), even at 28 x 28, 1.5x at 14 x 14 and 1.2x at 7 x 7
 //                  (there over im2col + GEMM), and its 8 x 3 tiles 1.3-1.4x faster again at
 //                  28 x 28 and below (one thread);
+//                  and, grouped, the thin groups (Note [Thin groups on the grid]: 1 or 2 channels
+//                  per group, and 4 at a stride) and strided layers (Note [Strided grid]: every
+//                  pass; the input gradient as phase forwards, Note [Strided input gradient as
+//                  phase forwards]). Against the algorithms before (2026-12-03, Zen 4, 2 threads,
+//                  conv2probe, two alternated runs, ms): the small SE-ResNeXt's grouped layers at
+//                  n 64, depthwise 32 at 32 x 32 forward 1.0-1.4 vs 7.5-8.5, input gradient
+//                  1.1-1.6 vs 2.5-2.8, weight gradient 2.2-2.9 vs 18.8-24.7; 2 per group at
+//                  stride 2 from 32 x 32 1.9-2.2 vs 6.4-7.5, 1.7-2.2 vs 6.7-11.9, 2.0 vs
+//                  13.8-15.0; 4 per group at stride 2 from 16 x 16 1.8-1.9 vs 4.3-8.2, 1.2-1.4 vs
+//                  4.3-4.7, 1.6 vs 6.5-7.3; SE-ResNeXt-50's stride-2 grouped layers at n 8 (8,
+//                  16 and 32 per group from 56, 28 and 14): forward 4.0-4.1 vs 7.3-9.0, 3.4 vs
+//                  6.9-7.0, 2.7-3.0 vs 3.5-5.0; input gradient 3.6-4.0 vs 11.0-13.7, 3.1-3.4 vs
+//                  8.7, 4.4-7.2 vs 5.3-6.1 (six pairs: even); weight gradient 4.3 vs 9.5-10.2,
+//                  3.6-4.0 vs 7.1-7.5, 3.1-3.3 vs 5.8;
 //   "direct"       the f32 forward of the other grouped layers with 4, 8, 16 or 32 output
 //                  channels per group and row stride 1, on AVX-512 (Note [Direct grouped
 //                  forward]): SE-ResNeXt's first stage (4 channels per group) and vertical

@@ -1,8 +1,8 @@
-// The direct forward of a grouped, stride-1 convolution on a padded grid (ops/cpu/conv_direct.h),
-// f32 on AVX-512:
-//   x (N, G*cg, H, W), w (G*M, cg, kH, kW), bias (G*M) or none -> y (N, G*M, Ho, Wo), M % 8 == 0,
+// The direct forward of a convolution on a padded grid (ops/cpu/conv_direct.h), f32 on AVX-512:
+//   x (N, G*cg, H, W), w (G*M, cg, kH, kW), bias (G*M) or none -> y (N, G*M, Ho, Wo),
+//   M % 8 == 0, or a thin group's M of 1, 2 (or 4 at a stride; Note [Thin groups on the grid]),
 //   y[n, g*M + m, oh, ow] = act(bias + sum over (c, kh, kw) of w[g*M + m, c, kh, kw] *
-//                               x[n, g*cg + c, oh - pad_h + kh*dil_h, ow - pad_w + kw*dil_w])
+//                               x[n, g*cg + c, oh sh - pad_h + kh*dil_h, ow sw - pad_w + kw*dil_w])
 // and its weight gradient, dy (N, G*M, Ho, Wo) -> dw (G*M, cg, kH, kW):
 //   dw[g*M + m, c, kh, kw] = sum over (n, oh, ow) of dy[n, g*M + m, oh, ow] * (the same x)
 //
@@ -21,6 +21,20 @@
 // buffer with the GEMM's epilogue (bias, ReLU) and their Wo-wide rows copied to y. Each output sums
 // its taps in (c, kh, kw) order from zero, as the row kernel and the transposed problem of the
 // input gradient do, whatever the thread count.
+//
+// Note [Strided grid]: at stride (sh, sw) the outputs of a row read every sw-th input column, so
+// no single offset per tap maps grid positions to inputs. Each input channel is laid out as
+// phase planes instead: plane (p, q) holds the padded input's rows p + sh i and columns q + sw j
+// (p < min(sh, kH), q < min(sw, kW); dilation 1), each Hp x Wp with Wp = Wo + (kW - 1) / sw and
+// Hp = Ho + (kH - 1) / sh. Padded pixel (oh sh + kh, ow sw + kw), which tap (kh, kw) of output
+// (oh, ow) reads, is element (oh + kh / sh, ow + kw / sw) of plane (kh % sh, kw % sw): again an
+// offset per tap, the same for every output at j = oh Wp + ow. So the tiles, the epilogue and the
+// weight gradient's sums run unchanged; only the layout (pad_planes, a deinterleaving copy at
+// sw = 2) and the offsets differ. At stride 1 there is one plane, the layout above. Used for
+// grouped layers (the stride-2 3x3 of SE-ResNeXt's downsampling blocks), where it replaces
+// im2col + GEMM; the input gradient of a strided layer is not a forward on this grid, but phase
+// forwards on dy's (Note [Strided input gradient as phase forwards] in
+// conv_grid_input_grad_avx512.cpp).
 //
 // Note [Weight gradient on a padded grid]: dw[m, k] is the dot product over (image, grid position
 // j) of dy on the grid (zero at the thrown-away positions) with xpad + off(k) + j. A task is one
