@@ -66,19 +66,22 @@ PhaseGrid phase_grid(const Conv2dGeometry& g) {
 }
 
 // Per phase, every group's sub-kernels as the rows of the phase's product: (G * cg, K_ab), row
-// g cg + c, column (m, t, t') = w[g M + m, c, a + sh t, b + sw t'].
-std::vector<std::vector<float>> phase_weights(const Conv2dGeometry& g, const PhaseGrid& grid, const float* w) {
+// g cg + c, column (m, t, t') = w[g M + m, c, a + sh t, b + sw t'], the phases one after another
+// (together w's size) in a tensor from the caching allocator; `starts` gets each phase's first.
+Tensor phase_weights(const Conv2dGeometry& g, const PhaseGrid& grid, const float* w, std::vector<int64_t>& starts) {
   const int64_t sh = g.stride_h, sw = g.stride_w, M = g.out_channels_per_group(), cg = g.in_channels_per_group();
-  std::vector<std::vector<float>> result(size_t(grid.phases));
+  Tensor result = Tensor::empty({g.out_channels * cg * g.kernel_h * g.kernel_w}, {.dtype = DType::f32});
+  float* out = result.data<float>();
+  int64_t at = 0;
   for (int64_t a = 0; a < sh; ++a)
     for (int64_t b = 0; b < sw; ++b) {
-      std::vector<float>& out = result[size_t(a * sw + b)];
+      starts.push_back(at);
       for (int64_t grp = 0; grp < g.groups; ++grp)
         for (int64_t c = 0; c < cg; ++c)
           for (int64_t m = 0; m < M; ++m)
             for (int64_t kh = a; kh < g.kernel_h; kh += sh)
               for (int64_t kw = b; kw < g.kernel_w; kw += sw)
-                out.push_back(w[(((grp * M + m) * cg + c) * g.kernel_h + kh) * g.kernel_w + kw]);
+                out[at++] = w[(((grp * M + m) * cg + c) * g.kernel_h + kh) * g.kernel_w + kw];
     }
   return result;
 }
@@ -107,7 +110,9 @@ bool conv2d_grid_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
 void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   const int64_t sh = g.stride_h, sw = g.stride_w, M = g.out_channels_per_group(), cg = g.in_channels_per_group();
   const PhaseGrid grid = phase_grid(g);
-  const std::vector<std::vector<float>> weights = phase_weights(g, grid, w.data<float>());
+  std::vector<int64_t> starts;
+  const Tensor weights = phase_weights(g, grid, w.data<float>(), starts);
+  const float* phase_w = weights.data<float>();
   const int64_t ld = 16 * grid.vectors, dy_floats = (grid.floats + 15) / 16 * 16;
   const int64_t row_floats = std::max(2 * ((grid.V + 15) / 16 * 16), sw * grid.V);  // one interleaved row
   // The padded dy, every phase's cg rows of ld outputs (and 16 floats that interleave_two may read
@@ -133,9 +138,10 @@ void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Ten
       for (int64_t phase = 0; phase < grid.phases; ++phase) {
         const std::vector<int64_t>& off = grid.off[size_t(phase)];
         const int64_t K = int64_t(off.size());
+        const float* w_group = phase_w + starts[size_t(phase)] + grp * cg * K;
         for (int64_t c0 = 0; c0 < cg; c0 += tile)
-          grid_detail::grid_block(tile, grid.vectors, K, off.data(), weights[size_t(phase)].data() + (grp * cg + c0) * K,
-                                  dypad, outputs + (phase * cg + c0) * ld, ld, epilogue);
+          grid_detail::grid_block(tile, grid.vectors, K, off.data(), w_group + c0 * K, dypad,
+                                  outputs + (phase * cg + c0) * ld, ld, epilogue);
       }
       // dx's row ih is phase a = (ih + pad_h) % sh's grid row u = (ih + pad_h) / sh, its columns
       // interleaved from the sw phases b.

@@ -85,7 +85,8 @@ inline void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* 
 // plane into the grid (and a grid's rows back into a plane). In vectors, the last one masked:
 // the rows are short (7 to 64 floats), and a memmove call per row took 10% of an MNIST epoch
 // once its layers ran on the grid (perf, batch 128).
-inline void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t width) {
+inline void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                      int64_t width) {
   const int64_t whole = width / 16 * 16;
   const __mmask16 tail = gemm_detail::column_mask(int(width - whole), 0);
   for (int64_t r = 0; r < rows; ++r) {

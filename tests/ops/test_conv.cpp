@@ -247,7 +247,8 @@ TEST_CASE("conv2d's direct grouped algorithm equals one ungrouped convolution pe
       const bool grid_input_grad = (stride == 1 && cpu::conv2d_direct_input_grad_suits(g, DType::f32) &&
                                     cpu::conv2d_direct_input_grad_on_grid(g)) ||
                                    cpu::conv2d_grid_input_grad_suits(g, DType::f32);
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == (grid_input_grad ? "padded grid" : "direct"));
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) ==
+            (grid_input_grad ? "padded grid" : "direct"));
       check_against_one_conv_per_group(x0, w0, b0, stride, 1, 1, G, Activation::relu, gen);
     }
   }
