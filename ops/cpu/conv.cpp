@@ -16,7 +16,15 @@
 // convolution does not wake the pool once per tiny product; when there are fewer, they run one
 // after another and each GEMM splits its rows (and im2col its channels) across the threads.
 // The forward also cuts each product into output-row slices when a small batch would give
-// fewer than about four tasks per thread (slices write disjoint output columns).
+// fewer than about four tasks per thread (slices write disjoint output columns), unless the
+// product has the rows to split itself (Note [Slices for threads]).
+//
+// Note [Slices for threads]: a slice is a GEMM of its own, which packs all of the group's weights
+// again and multiplies them by fewer columns. At batch 1 SE-ResNeXt-50's 7 x 7 layers were cut
+// into 7 one-row slices of 7 columns (up to 2048 x 1024 weights packed 7 times, every tile a
+// narrow one; perf: narrow_tile_kernel<7> 10% and transpose_rows 14% of the batch-1 forward).
+// With at least kRowsToSplit output channels per thread the GEMM splits its own rows over the
+// threads (Note [GEMM threads]), so the slices are only cut for layers with fewer.
 //
 // Note [Column slices]: forward and weight gradient never hold an image's whole column
 // matrix. Each task builds the columns of a few output rows at a time, a slice of at most
@@ -118,6 +126,7 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t kSliceBytes = int64_t(512) << 10;        // forward, weight gradient: row slices
+constexpr int64_t kRowsToSplit = 128;  // output channels per thread for the GEMM to split itself
 constexpr int64_t kElementsPerTask = 1 << 15;  // grain of the copy loops, in elements
 
 // Runs body(i, workspace) for i in [0, count): whole items per thread when there are enough of
@@ -264,7 +273,9 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   T* yp = y.data<T>();
   // Tasks are (image, group, row slice): slices write disjoint output columns.
   const int64_t images_groups = std::max<int64_t>(g.batch * G, 1);
-  const int64_t rows = slice_rows(g, sizeof(T), (4 * num_threads() + images_groups - 1) / images_groups);
+  const bool gemm_splits = M >= kRowsToSplit * num_threads();  // Note [Slices for threads]
+  const int64_t want_slices = gemm_splits ? 1 : (4 * num_threads() + images_groups - 1) / images_groups;
+  const int64_t rows = slice_rows(g, sizeof(T), want_slices);
   const int64_t slices = (g.out_h + rows - 1) / rows;
   const int64_t col_bytes = g.is_pointwise() ? 0 : aligned_bytes(K * rows * g.out_w, sizeof(T));
   const int64_t acc_bytes = in_place ? 0 : aligned_bytes(M * rows * g.out_w, sizeof(A));
