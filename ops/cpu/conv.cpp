@@ -120,6 +120,7 @@
 #include "ops/kernels.h"
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_planes_avx512.h"
+#include "ops/cpu/gemm_prepacked.h"
 #include "ops/cpu/gemm_typed.h"
 
 namespace ember::cpu {
@@ -186,6 +187,37 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1,
     }
   });
 }
+
+// Every group's weights as op(A) of the GEMMs of a pass, op(A) = w[grp] (M, K) or its transpose,
+// packed once per call where the f32 GEMM is ember's and more than one GEMM multiplies them
+// (Note [Prepacked A] in gemm_packed.cpp); other types and single GEMMs call gemm_typed.
+template <class T>
+class GroupWeights {
+ public:
+  GroupWeights(const T* w, bool trans, int64_t groups, int64_t M, int64_t K, int64_t gemms_per_group)
+      : w_(w), trans_(trans), rows_(trans ? K : M), depth_(trans ? M : K), group_(M * K) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (f32_gemm_is_ember() && gemms_per_group > 1 && depth_ > 0)
+        for (int64_t grp = 0; grp < groups; ++grp)
+          packed_.push_back(pack_a(trans, rows_, depth_, w + grp * group_, K));
+    }
+  }
+  // C (rows, N) = act(op(w[grp]) B + beta C + bias), B (depth, N) row-major.
+  void gemm(int64_t grp, int64_t N, const T* B, int64_t ldb, acc_t<T> beta, acc_t<T>* C, int64_t ldc,
+            Activation act = Activation::none, GemmBias<acc_t<T>> bias = {}) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!packed_.empty()) return gemm_packed_a(packed_[size_t(grp)], false, N, B, ldb, beta, C, ldc, act, bias);
+    }
+    const int64_t lda = trans_ ? rows_ : depth_;
+    gemm_typed<T>(trans_, false, rows_, N, depth_, w_ + grp * group_, lda, B, ldb, beta, C, ldc, act, bias);
+  }
+
+ private:
+  const T* w_;
+  bool trans_;
+  int64_t rows_, depth_, group_;
+  std::vector<PackedA> packed_;
+};
 
 // Output rows per column slice: at most kSliceBytes of columns (Note [Column slices]), and
 // at most ceil(Ho / want_slices) rows so that small batches still make enough tasks.
@@ -279,6 +311,7 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   const int64_t slices = (g.out_h + rows - 1) / rows;
   const int64_t col_bytes = g.is_pointwise() ? 0 : aligned_bytes(K * rows * g.out_w, sizeof(T));
   const int64_t acc_bytes = in_place ? 0 : aligned_bytes(M * rows * g.out_w, sizeof(A));
+  const GroupWeights<T> weights(wp, false, G, M, K, g.batch * slices);
   for_each_item(g.batch * G * slices, col_bytes + acc_bytes, [&](int64_t item, std::byte* ws) {
     const int64_t n = item / (G * slices), grp = item / slices % G, oh0 = item % slices * rows;
     const int64_t oh1 = std::min(g.out_h, oh0 + rows), width = (oh1 - oh0) * g.out_w;
@@ -290,7 +323,7 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
     const auto [col, ld] =
         columns(g, xp + n * g.in_channels * g.in_plane(), grp, reinterpret_cast<T*>(ws), oh0, oh1);
     const A* row_bias = bias.data() ? bias.data() + grp * M : nullptr;  // added in the GEMM's epilogue
-    gemm_typed<T>(false, false, M, width, K, wp + grp * M * K, K, col, ld, A(0), c, ldc, act, {row_bias, nullptr});
+    weights.gemm(grp, width, col, ld, A(0), c, ldc, act, {row_bias, nullptr});
     if constexpr (!in_place)
       for (int64_t m = 0; m < M; ++m) store_rounded<T>(c + m * width, out + m * L, width);
   });
@@ -311,13 +344,13 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
   const T* dyp = dy.data<T>();
   const T* wp = w.data<T>();
   T* dxp = dx.data<T>();
+  const GroupWeights<T> weights(wp, true, G, M, K, g.batch);  // op(A) = w[grp]^T (K, M)
   for_each_item(g.batch * G, in_place ? 0 : aligned_bytes(K * L, sizeof(A)), [&](int64_t item, std::byte* ws) {
     const int64_t n = item / G, grp = item % G;
     A* dcol = reinterpret_cast<A*>(ws);
     if constexpr (std::is_same_v<T, A>)
       if (in_place) dcol = dxp + n * image + grp * cg * g.in_plane();
-    gemm_typed<T>(true, false, K, L, M, wp + grp * M * K, K, dyp + (n * g.out_channels + grp * M) * L, L, A(0), dcol,
-                  L);
+    weights.gemm(grp, L, dyp + (n * g.out_channels + grp * M) * L, L, A(0), dcol, L);
     if (!in_place) col2im<T>(g, dcol, dxp + n * image, grp * cg, (grp + 1) * cg);
   });
 }

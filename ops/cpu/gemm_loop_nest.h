@@ -108,6 +108,15 @@ bool single_thread(int64_t M, int64_t N, int64_t K) {
 template <class Packing>
 constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(0), int64_t(0)); };
 
+// Whether the Packing may bring op(A) packed before the call (Note [Prepacked A] in
+// gemm_packed.cpp): then `a_panels`, when not null, holds all of op(A) in the loop nest's K
+// blocks (block pc at a_panels + pc * a_rows_padded, its micro-panels kc * kTileRows apart).
+template <class Packing>
+constexpr bool has_prepacked_a = requires(const Packing& p) {
+  p.a_panels;
+  p.a_rows_padded;
+};
+
 // Whether the Packing reads op(B) in place (see the top of this file).
 template <class Packing>
 constexpr bool has_b_in_place = requires(const Packing& p) {
@@ -186,9 +195,12 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
                    });
     }
     const Split split = split_work<kRows, kColumns>(M, blocking, nc, threads);
+    const Packed* a_panels = nullptr;  // all of op(A), packed before the call
+    if constexpr (has_prepacked_a<Packing>) a_panels = packing.a_panels;
     parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
       [[maybe_unused]] const auto scope = work_scope(packing);
-      DataPtr a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
+      DataPtr a_buf;
+      if (!a_panels) a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
       Packed* a_pack = static_cast<Packed*>(a_buf.get());
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t block = w / split.column_groups, group = w % split.column_groups;
@@ -196,7 +208,13 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
         const int64_t j0 = group * split.columns, j1 = std::min(nc, j0 + split.columns);
         for (int64_t pc = 0; pc < K; pc += blocking.kc) {
           const int64_t kc = std::min(blocking.kc, K - pc), steps = Packing::steps(kc);
-          packing.pack_a(ic, mc, pc, kc, a_pack);
+          const Packed* a_block = a_pack;
+          if constexpr (has_prepacked_a<Packing>) {
+            if (a_panels) a_block = a_panels + Packing::steps(pc) * packing.a_rows_padded + ic * steps;
+            else packing.pack_a(ic, mc, pc, kc, a_pack);
+          } else {
+            packing.pack_a(ic, mc, pc, kc, a_pack);
+          }
           // Earlier K blocks are accumulated by the later ones; only the last one activates.
           const bool last = pc + kc == K;
           TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
@@ -206,7 +224,7 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
               const int m = int(std::min<int64_t>(kRows, mc - ir));
               if (last && row_bias) update.row_bias = row_bias + ic + ir;
               if (last && column_bias) update.column_bias = column_bias + jc + jr;
-              const Packed* a_tile = a_pack + ir * steps;
+              const Packed* a_tile = a_block + ir * steps;
               float* c_tile = C + (ic + ir) * ldc + jc + jr;
               // The f32 kernels take the stride of B's rows: a packed panel's, or op(B)'s own.
               if constexpr (std::is_same_v<typename Packing::Kernel, MicroKernel>) {

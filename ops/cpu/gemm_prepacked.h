@@ -4,11 +4,17 @@
 //   gemm_packed_b(trans_a, M, n, k, alpha, A, lda, pb, k0, n0, beta, C, ldc);
 //     // C (M, n) = alpha op(A) op(B)[k0 : k0 + k, n0 : n0 + n] + beta C, op(A) (M, k) as in cpu::gemm;
 //     // n0 a multiple of packed_b_column_alignment(), k >= 1
+// And an f32 op(A) packed once for GEMMs that multiply all of it by different B (Note [Prepacked
+// A]): a convolution multiplies every image's columns by the same weights.
+//   const PackedA pa = pack_a(trans_a, M, K, A, lda);        // op(A) (M, K), as cpu::gemm reads A
+//   gemm_packed_a(pa, trans_b, N, B, ldb, beta, C, ldc, act, {row_bias, column_bias});
+//     // C (M, N) = act(pa op(B) + beta C + bias), op(B) (K, N) as in cpu::gemm
 #pragma once
 
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/cpu/gemm.h"
 
 namespace ember::cpu {
 
@@ -24,5 +30,15 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
 
 void gemm_packed_b(bool trans_a, int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
                    const PackedB& b, int64_t k0, int64_t n0, float beta, float* C, int64_t ldc);
+
+struct PackedA {
+  Tensor panels;  // f32: in the loop nest's K blocks, each M rounded up to whole micro-panels
+  int64_t M = 0, K = 0;
+};
+
+PackedA pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda);
+
+void gemm_packed_a(const PackedA& a, bool trans_b, int64_t N, const float* B, int64_t ldb, float beta, float* C,
+                   int64_t ldc, Activation act = Activation::none, GemmBias<float> bias = {});
 
 }  // namespace ember::cpu

@@ -3,7 +3,8 @@
 // aligned column, up to and short of the end, over several KC blocks of K) gives the very bits
 // of ember's packed GEMM (what cpu::gemm<float> runs unless EMBER_GEMM=eigen) on the same block,
 // for every transposition, alpha and beta, on one thread and on the pool, down to operands of less
-// than one panel; a misaligned block is an Error.
+// than one panel; a misaligned block is an Error. Likewise a prepacked op(A) (Note [Prepacked
+// A]) against cpu::gemm on the same operands, epilogue included.
 #include <cstring>
 #include <vector>
 
@@ -94,4 +95,43 @@ TEST_CASE("cpu::gemm_packed_b rejects a block that is misaligned or outside the 
   REQUIRE_THROWS_WITH(run(0, 64, 48, 53), Catch::Contains("columns 48+53"));
   REQUIRE_THROWS_WITH(run(60, 5, 0, 10), Catch::Contains("rows 60+5"));
   REQUIRE_THROWS_WITH(run(0, 0, 0, 10), Catch::Contains("rows 0+0"));
+}
+
+TEST_CASE("cpu::gemm_packed_a equals cpu::gemm bit for bit, epilogue included", "[gemm][prepacked]") {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  // Two KC blocks and a pool-sized product; a narrow last tile (49 columns); less than one
+  // micro-panel of rows with K under the transpose's 8; one element.
+  const Shape shapes[] = {{131, 150, 600}, {24, 49, 337}, {5, 13, 5}, {1, 1, 1}};
+  const int previous = num_threads();
+  for (const int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Shape& sh : shapes)
+      for (const bool trans_a : {false, true})
+        for (const bool trans_b : {false, true})
+          for (const float beta : {0.0f, 1.0f}) {
+            INFO("threads " << threads << " M " << sh.M << " N " << sh.N << " K " << sh.K << " trans_a " << trans_a
+                            << " trans_b " << trans_b << " beta " << beta);
+            const int64_t lda = (trans_a ? sh.M : sh.K) + 2, ldb = (trans_b ? sh.K : sh.N) + 3, ldc = sh.N + 4;
+            const std::vector<float> a = random_values(size_t((trans_a ? sh.K : sh.M) * lda), 6);
+            const std::vector<float> b = random_values(size_t((trans_b ? sh.N : sh.K) * ldb), 7);
+            const std::vector<float> rows = random_values(size_t(sh.M), 8), columns = random_values(size_t(sh.N), 9);
+            const cpu::GemmBias<float> bias{rows.data(), columns.data()};
+            std::vector<float> want = random_values(size_t(sh.M * ldc), 10), got = want;
+            cpu::gemm<float>(trans_a, trans_b, sh.M, sh.N, sh.K, 1.0f, a.data(), lda, b.data(), ldb, beta, want.data(),
+                             ldc, Activation::relu, bias);
+            const cpu::PackedA packed = cpu::pack_a(trans_a, sh.M, sh.K, a.data(), lda);
+            cpu::gemm_packed_a(packed, trans_b, sh.N, b.data(), ldb, beta, got.data(), ldc, Activation::relu, bias);
+            REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+            // Inside a parallel_for, as a convolution's image tasks call it: the calling thread alone.
+            std::vector<float> inline_got = random_values(size_t(sh.M * ldc), 10);
+            parallel_for(0, 1, 1, [&](int64_t, int64_t) {
+              cpu::gemm_packed_a(packed, trans_b, sh.N, b.data(), ldb, beta, inline_got.data(), ldc,
+                                 Activation::relu, bias);
+            });
+            REQUIRE(std::memcmp(want.data(), inline_got.data(), want.size() * sizeof(float)) == 0);
+          }
+  }
+  set_num_threads(previous);
 }
