@@ -61,11 +61,12 @@ inline void col2im_plane_avx512(const Conv2dGeometry& g, const float* col, float
 }
 
 // x: one channel's (in_h, in_w) plane -> col: the channel's column rows (kh, kw), each holding
-// output rows [oh0, oh1) (width (oh1 - oh0) * out_w). Needs stride_w == 1.
-inline void im2col_plane_avx512(const Conv2dGeometry& g, const float* x, float* col, int64_t oh0, int64_t oh1) {
-  const int64_t H = g.in_h, W = g.in_w, Wo = g.out_w, width = (oh1 - oh0) * Wo;
+// output rows [oh0, oh1) (width (oh1 - oh0) * out_w), ldc apart. Needs stride_w == 1.
+inline void im2col_plane_avx512(const Conv2dGeometry& g, const float* x, float* col, int64_t oh0, int64_t oh1,
+                                int64_t ldc) {
+  const int64_t H = g.in_h, W = g.in_w, Wo = g.out_w;
   for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    for (int64_t kw = 0; kw < g.kernel_w; ++kw, col += width) {
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw, col += ldc) {
       // Output column o reads input column o + offset, where it is in [0, W).
       const int64_t offset = kw * g.dilation_w - g.pad_w;
       for (int64_t oh = oh0; oh < oh1; ++oh) {
@@ -87,7 +88,7 @@ inline void im2col_plane_avx512(const Conv2dGeometry& g, const float* x, float* 
 #else
 inline constexpr bool kConvPlanesAvx512 = false;
 inline void col2im_plane_avx512(const Conv2dGeometry&, const float*, float*) {}
-inline void im2col_plane_avx512(const Conv2dGeometry&, const float*, float*, int64_t, int64_t) {}
+inline void im2col_plane_avx512(const Conv2dGeometry&, const float*, float*, int64_t, int64_t, int64_t) {}
 #endif
 
 }  // namespace ember::cpu

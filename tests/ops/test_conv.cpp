@@ -445,3 +445,37 @@ TEST_CASE("conv2d's padded-grid weight gradient of an empty batch is zero", "[co
   REQUIRE(w.grad().shape() == w.shape());
   CHECK(sum(abs(w.grad())).item() == 0.0);
 }
+
+// Note [Weight gradient over all images]: ungrouped layers whose weights outweigh an image's data
+// gather every image's dy rows and columns and reduce over them in one GEMM per chunk of images.
+// Against the sum of one-image weight gradients in f64 (one image never gathers), and the same
+// bits at 1, 2 and 3 threads: a 1x1 layer, a strided 1x1 (SE-ResNeXt's downsampling), a padded
+// strided 3x3, and a batch of two chunks (16 MiB of gathered values each, the last of 2 images).
+TEST_CASE("conv2d's weight gradient over all images matches one image at a time", "[conv]") {
+  struct Case {
+    int64_t batch, in, out, hw, kernel, stride, pad;
+  };
+  const int before = num_threads();
+  for (Case c : {Case{6, 64, 96, 5, 1, 1, 0}, Case{5, 48, 64, 8, 1, 2, 0}, Case{3, 16, 24, 9, 3, 2, 1},
+                 Case{130, 256, 256, 8, 1, 1, 0}}) {
+    INFO("batch " << c.batch << ", " << c.in << " -> " << c.out << ", " << c.kernel << "x" << c.kernel << " stride "
+                  << c.stride);
+    Generator gen(91);
+    const Tensor x = randn({c.batch, c.in, c.hw, c.hw}, {}, &gen);
+    const Shape w_shape{c.out, c.in, c.kernel, c.kernel};
+    const Shape y_shape = conv2d(x.narrow(0, 0, 1), zeros(w_shape), {}, c.stride, c.pad).shape();
+    const Tensor gy = randn({c.batch, c.out, y_shape[2], y_shape[3]}, {}, &gen);
+    Tensor want = zeros(w_shape, {.dtype = DType::f64});
+    for (int64_t n = 0; n < c.batch; ++n)
+      want = add(want, conv2d_weight_grad(x.narrow(0, n, 1).to(DType::f64), gy.narrow(0, n, 1).to(DType::f64),
+                                          w_shape, c.stride, c.pad));
+    std::vector<Tensor> dw;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      dw.push_back(conv2d_weight_grad(x, gy, w_shape, c.stride, c.pad));
+    }
+    set_num_threads(before);
+    check_close(dw[0].to(DType::f64), want, 1e-4, 1e-3);
+    for (size_t t : {1, 2}) CHECK(max(abs(sub(dw[0], dw[t]))).item() == 0.0);
+  }
+}
