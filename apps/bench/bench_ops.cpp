@@ -16,11 +16,18 @@ namespace ember::bench {
 
 namespace {
 
-// max_pool2d's 2x2 stride-2 CPU passes as training runs them (u8 window offsets, Note [Max pool
-// window offsets]) against the memcpy bandwidth: MNIST's first pool, and a 64 MiB input.
+// max_pool2d's CPU passes as training runs them (u8 window offsets, Note [Max pool window
+// offsets]) against the memcpy bandwidth: 2x2 stride 2 on MNIST's first pool and a 64 MiB
+// input, and the ResNet stem's 3x3 stride 2 with padding 1 at batch 8 (Note [Max pool by lanes]).
 void bench_max_pool(std::ostream& out, Table& table, int threads, double bandwidth) {
-  for (const Shape& shape : {Shape{128, 16, 28, 28}, Shape{256, 64, 32, 32}}) {
-    const Pool2dGeometry g = pool2d_geometry(shape, 2, {}, 0, "max_pool2d");
+  struct Case {
+    Shape shape;
+    int64_t kernel, stride, pad;
+  };
+  for (const Case& c : {Case{{128, 16, 28, 28}, 2, 2, 0}, Case{{256, 64, 32, 32}, 2, 2, 0},
+                        Case{{8, 64, 112, 112}, 3, 2, 1}}) {
+    const Shape& shape = c.shape;
+    const Pool2dGeometry g = pool2d_geometry(shape, c.kernel, c.stride, c.pad, "max_pool2d");
     const Shape out_shape{shape[0], shape[1], g.out_h, g.out_w};
     const Tensor x = randn(shape), dy = randn(out_shape), dx = Tensor::empty(shape), y = Tensor::empty(out_shape);
     const Tensor offsets = Tensor::empty(out_shape, {.dtype = DType::u8});
@@ -33,7 +40,9 @@ void bench_max_pool(std::ostream& out, Table& table, int threads, double bandwid
       if (!size.empty()) size += 'x';
       size += std::to_string(d);
     }
-    for (auto [name, ms] : {std::pair{"max_pool fwd", forward_ms}, std::pair{"max_pool bwd", backward_ms}}) {
+    const std::string window = c.kernel == 2 ? std::string() : detail::concat(" ", c.kernel, "x", c.kernel);
+    for (auto [pass, ms] : {std::pair{"fwd", forward_ms}, std::pair{"bwd", backward_ms}}) {
+      const std::string name = detail::concat("max_pool", window, " ", pass);
       const double gbps = bytes / (ms * 1e6);
       out << table.row({name, size, std::to_string(threads), fixed(ms, 3), fixed(gbps, 1) + " GB/s",
                         fixed(bandwidth, 1) + " GB/s", fixed(100 * gbps / bandwidth, 1) + "%"})
@@ -53,7 +62,7 @@ void bench_ops(std::ostream& out) {
   out << "ember bench ops: median of 7 blocks after warm-up; f32 unless a row says bf16; peaks measured in this run\n"
       << "cpu: " << cpu_identity() << "; bf16 GEMM: " << bf16_gemm_form()
       << " (Note [Widened bf16 GEMM]; EMBER_BF16_GEMM=amx|dot|widened)\n\n";
-  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs ember"}, {13, 14, 7, 10, 16, 16, 9, 8});
+  Table table({"op", "size", "threads", "ms", "rate", "peak", "% of peak", "vs ember"}, {16, 14, 7, 10, 16, 16, 9, 8});
   out << table.header() << "\n";
   for (int threads : thread_counts) {
     set_num_threads(threads);
@@ -97,7 +106,8 @@ void bench_ops(std::ostream& out) {
          "      add/mul against memcpy bandwidth of a 64 MiB buffer (read + write counted): the 1M rows\n"
          "      (12 MiB in all) largely fit in the caches, so they can exceed the DRAM figure;\n"
          "      max_pool fwd/bwd: the 2x2 stride-2 CPU kernels with u8 window offsets (as training saves\n"
-         "      them), counting 4 bytes per input and 5 per output each way, against the same bandwidth.\n";
+         "      them), counting 4 bytes per input and 5 per output each way, against the same bandwidth;\n"
+         "      max_pool 3x3: the ResNet stem's 3x3 stride-2 windows with padding 1, counted the same way.\n";
 }
 
 }  // namespace ember::bench

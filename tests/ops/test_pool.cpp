@@ -151,6 +151,35 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
   }
 }
 
+// Note [Max pool by lanes]: f32 windows other than 2x2 stride 2 run 16 outputs at a time on
+// AVX-512; f64 keeps the scalar scan. Both must pick the same cells, padded windows (where the
+// first cell inside a window is its initial position) and rows of one partial block, two whole
+// ones and a partial third included: values, i64 plane indices, and the gradient from max_pool2d's
+// u8 window offsets.
+TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
+  struct Case {
+    IntPair kernel, stride, padding;
+  };
+  for (const Shape& xs : {Shape{2, 3, 11, 13}, Shape{1, 2, 9, 70}, Shape{1, 1, 5, 32}}) {
+    const Tensor x = tie_heavy(xs, uint64_t(xs[3]));
+    for (Case c : {Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2}, Case{1, 1, 0},
+                   Case{3, 3, 0}}) {
+      INFO(shape_str(xs) << " kernel " << c.kernel.h << "x" << c.kernel.w << " stride " << c.stride.h << "x"
+                         << c.stride.w << " padding " << c.padding.h << "x" << c.padding.w);
+      const Tensor x32 = x.detach().requires_grad_(), x64 = x.to(DType::f64).detach().requires_grad_();
+      auto [y32, i32] = max_pool2d_with_indices(x32, c.kernel, c.stride, c.padding);
+      auto [y64, i64] = max_pool2d_with_indices(x64.detach(), c.kernel, c.stride, c.padding);
+      check_same(y32.to(DType::f64).contiguous().to_vector<double>(), y64.contiguous().to_vector<double>());
+      CHECK(i32.to_vector<int64_t>() == i64.to_vector<int64_t>());
+      Generator gen(9);
+      const Tensor dy = randint(-8, 9, y32.shape(), {.dtype = DType::i64}, &gen).to(DType::f32);
+      max_pool2d(x32, c.kernel, c.stride, c.padding).backward(dy);
+      max_pool2d(x64, c.kernel, c.stride, c.padding).backward(dy.to(DType::f64));
+      check_same(x32.grad().to(DType::f64).contiguous().to_vector<double>(), x64.grad().contiguous().to_vector<double>());
+    }
+  }
+}
+
 // Note [Max pool window offsets]: on the CPU the kernels take u8 offsets inside the window as well
 // as i64 plane indices. Both encodings name the same cell for padded, overlapping, non-square and
 // 2x2 windows, and the gradient that max_pool2d's node computes from its offsets equals the one
