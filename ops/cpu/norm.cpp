@@ -189,7 +189,8 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
       const int64_t at = (n * p.C + c) * p.S;
       int64_t s = 0;
 #if defined(__AVX512F__) && defined(__AVX512VL__)
-      if constexpr (kInRegisters) s = add_sums16<kRelu>(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu, sum_g, sum_gx);
+      if constexpr (kInRegisters)
+        s = add_sums16<kRelu>(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu, sum_g, sum_gx);
 #endif
       for (; s + 16 <= p.S; s += 16) {
         P gv[16], yv[16] = {}, xv[16];

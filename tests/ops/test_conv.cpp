@@ -135,6 +135,32 @@ void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const 
   if (bias) check_close(b.grad().to(DType::f64), bs.grad(), 1e-4, 1e-4);
 }
 
+// Random input, weights and (when `bias`) bias of a layer of `groups` groups of per_group_in ->
+// per_group_out channels.
+struct GroupedLayer {
+  Tensor x, w, b;
+};
+GroupedLayer random_grouped_layer(int64_t batch, int64_t groups, int64_t per_group_in, int64_t per_group_out,
+                                  int64_t h, int64_t w, IntPair kernel, bool bias, Generator& gen) {
+  GroupedLayer layer;
+  layer.x = randn({batch, groups * per_group_in, h, w}, {}, &gen);
+  layer.w = randn({groups * per_group_out, per_group_in, kernel.h, kernel.w}, {}, &gen);
+  layer.b = bias ? randn({groups * per_group_out}, {}, &gen) : Tensor();
+  return layer;
+}
+
+// Each pass's algorithm where this build has the padded grid (AVX-512); a warning otherwise.
+void check_algorithms(const Conv2dGeometry& g, Activation act, const std::string& forward,
+                      const std::string& input_grad, const std::string& weight_grad) {
+  if (!cpu::conv2d_direct_forward_suits(g, DType::f32, act)) {
+    WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
+    return;
+  }
+  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == forward);
+  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == input_grad);
+  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == weight_grad);
+}
+
 }  // namespace
 
 TEST_CASE("conv2d's direct grouped passes equal one ungrouped convolution per group", "[conv][direct]") {
@@ -283,27 +309,19 @@ TEST_CASE("conv2d's thin-group and strided padded-grid passes equal one ungroupe
     const Case& c = cases[i];
     INFO("case " << i);
     const int64_t G = 3;
-    const Tensor x0 = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
-    const Tensor w0 = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
-    const Tensor b0 = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
-    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), c.stride, c.pad, 1, G);
-    if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
-      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
-    } else {
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "padded grid");
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == "padded grid");
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
-    }
-    check_against_one_conv_per_group(x0, w0, b0, c.stride, c.pad, 1, G, c.act, gen);
+    const GroupedLayer l =
+        random_grouped_layer(c.batch, G, c.per_group_in, c.per_group_out, c.h, c.w, c.kernel, c.bias, gen);
+    const Conv2dGeometry g = conv2d_geometry(l.x.shape(), l.w.shape(), c.stride, c.pad, 1, G);
+    check_algorithms(g, c.act, "padded grid", "padded grid", "padded grid");
+    check_against_one_conv_per_group(l.x, l.w, l.b, c.stride, c.pad, 1, G, c.act, gen);
   }
   const int before = num_threads();
   for (size_t i : {0, 3, 6, 14}) {
     const Case& c = cases[i];
     INFO("case " << i << " at 1, 2 and 3 threads");
     const int64_t G = 3;
-    const Tensor x = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
-    const Tensor w = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
-    const Tensor b = randn({G * c.per_group_out}, {}, &gen);
+    const auto [x, w, b] =
+        random_grouped_layer(c.batch, G, c.per_group_in, c.per_group_out, c.h, c.w, c.kernel, /*bias=*/true, gen);
     const Tensor gy = randn(conv2d(x, w, b, c.stride, c.pad, 1, G).shape(), {}, &gen);
     std::vector<Tensor> results[3];
     for (int threads : {1, 2, 3}) {
@@ -348,20 +366,12 @@ TEST_CASE("conv2d's padded-grid passes equal one ungrouped convolution per group
     const Case& c = cases[i];
     INFO("case " << i);
     const int64_t G = 2;
-    const Tensor x0 = randn({c.batch, G * c.per_group_in, c.h, c.w}, {}, &gen);
-    const Tensor w0 = randn({G * c.per_group_out, c.per_group_in, c.kernel.h, c.kernel.w}, {}, &gen);
-    const Tensor b0 = c.bias ? randn({G * c.per_group_out}, {}, &gen) : Tensor();
-    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), 1, c.pad, c.dilation, G);
-    if (!cpu::conv2d_direct_forward_suits(g, DType::f32, c.act)) {
-      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
-    } else {
-      const bool forward_grid = c.per_group_out % 8 == 0, input_grad_grid = c.per_group_in % 8 == 0;
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == (forward_grid ? "padded grid" : "direct"));
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) ==
-            (input_grad_grid ? "padded grid" : "direct"));
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
-    }
-    check_against_one_conv_per_group(x0, w0, b0, 1, c.pad, c.dilation, G, c.act, gen);
+    const GroupedLayer l =
+        random_grouped_layer(c.batch, G, c.per_group_in, c.per_group_out, c.h, c.w, c.kernel, c.bias, gen);
+    const Conv2dGeometry g = conv2d_geometry(l.x.shape(), l.w.shape(), 1, c.pad, c.dilation, G);
+    check_algorithms(g, c.act, c.per_group_out % 8 == 0 ? "padded grid" : "direct",
+                     c.per_group_in % 8 == 0 ? "padded grid" : "direct", "padded grid");
+    check_against_one_conv_per_group(l.x, l.w, l.b, 1, c.pad, c.dilation, G, c.act, gen);
   }
 }
 

@@ -175,7 +175,8 @@ TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
       const Tensor dy = randint(-8, 9, y32.shape(), {.dtype = DType::i64}, &gen).to(DType::f32);
       max_pool2d(x32, c.kernel, c.stride, c.padding).backward(dy);
       max_pool2d(x64, c.kernel, c.stride, c.padding).backward(dy.to(DType::f64));
-      check_same(x32.grad().to(DType::f64).contiguous().to_vector<double>(), x64.grad().contiguous().to_vector<double>());
+      check_same(x32.grad().to(DType::f64).contiguous().to_vector<double>(),
+                 x64.grad().contiguous().to_vector<double>());
     }
   }
 }
