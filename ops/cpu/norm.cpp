@@ -171,8 +171,9 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   };
   auto g_at = [&](int64_t i) -> P { return grad_of(value_at(gd, i), Fn::kIdentity ? P(0) : value_at(yd, i)); };
   // f32 identity and relu run their blocks of 16 in registers (Note [Batch-norm backward in registers]).
-  constexpr bool kRelu = std::is_same_v<Fn, ActivationFn<Activation::relu>>;
-  constexpr bool kInRegisters = kBatchNormLanes && std::is_same_v<T, float> && (Fn::kIdentity || kRelu);
+  [[maybe_unused]] constexpr bool kRelu = std::is_same_v<Fn, ActivationFn<Activation::relu>>;
+  [[maybe_unused]] constexpr bool kInRegisters =
+      kBatchNormLanes && std::is_same_v<T, float> && (Fn::kIdentity || kRelu);
   // Channel c's sum(g) and sum(g * xhat), with g through the activation.
   struct Sums {
     double g, gxhat;
