@@ -447,9 +447,8 @@ void max_plane_backward(const Pool2dGeometry& g, const T* grad, const I* idx, T*
     int64_t step[kMaxPoolWindowOffsetCells];
     for (int64_t v = 0; v < g.kernel_h * g.kernel_w; ++v) step[v] = v / g.kernel_w * g.in_w + v % g.kernel_w;
     for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      T* origin = out + (oh * g.stride_h - g.pad_h) * g.in_w - g.pad_w;
-      const int64_t i0 = oh * g.out_w;
-      for (int64_t ow = 0; ow < g.out_w; ++ow) origin[ow * g.stride_w + step[idx[i0 + ow]]] += grad[i0 + ow];
+      const int64_t origin = (oh * g.stride_h - g.pad_h) * g.in_w - g.pad_w, i0 = oh * g.out_w;
+      for (int64_t ow = 0; ow < g.out_w; ++ow) out[origin + ow * g.stride_w + step[idx[i0 + ow]]] += grad[i0 + ow];
     }
     return;
   }
