@@ -368,7 +368,7 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
 // gathered values; beta 0 on the first, so dw needs no zeroing), the copies move (M + K) L
 // values per image instead of 2 M K, and the GEMM splits its own rows and columns over the
 // threads. Its K blocking does not depend on the thread count, so neither do the bits.
-// Measured (2026-12-06, Zen 4, 2 threads, an idle machine, trainprobe alternated with the build
+// Measured (2026-12-06, Zen 5, 2 threads, an idle machine, trainprobe alternated with the build
 // before): an SE-ResNeXt-50 training step at batch 8, 0.99-1.08 s against 1.11-1.21 s.
 constexpr int64_t kGatherBytes = int64_t(16) << 20;
 
@@ -383,8 +383,8 @@ void weight_grad_over_images(const Conv2dGeometry& g, const T* xp, const T* dyp,
   const int64_t per_image = (M + K) * L;
   const int64_t chunk = std::clamp<int64_t>(kGatherBytes / int64_t(sizeof(T)) / per_image, 1, g.batch);
   const Tensor gathered = Tensor::empty({chunk * per_image}, {.dtype = dtype_of<T>()});
-  T* dy_rows = gathered.data<T>();          // (M, width)
-  T* col = dy_rows + chunk * M * L;           // (K, width)
+  T* dy_rows = gathered.data<T>();  // (M, width)
+  T* col = dy_rows + chunk * M * L;  // (K, width)
   for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     const int64_t images = std::min(chunk, g.batch - n0), width = images * L;
     parallel_for(0, images * M, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, L)),

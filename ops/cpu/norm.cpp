@@ -262,16 +262,17 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   // Note [Channel at a time]: a task takes a few channels and, for each, sums and then writes its
   // dx while the channel's grad, x and y are still in L2 (N S values each: 100 KiB at
   // SE-ResNeXt's largest, 256 channels of 56 x 56 at batch 8), instead of one pass over every
-  // channel for the sums and a second that reads all of them from memory again: batch norm's
-  // backward was 12% of an SE-ResNeXt-50 training step (perf), nearly all of it memory traffic.
-  // Runs shorter than a vector (S < 16, e.g. 2-D input, S = 1) keep the second pass a row of
-  // channels at a time, whose elements are contiguous. The path depends on the shape alone, never
-  // on the thread count, and neither do the bits. Measured (2026-12-06, Zen 4, 2 threads, bnprobe alternated with the
-  // two-pass form, backward through autograd at batch 8): 256 channels of 56 x 56 with relu
-  // 6.2-6.7 -> 4.7-5.5 ms, without 7.9-8.7 -> 7.8-8.6; 1024 of 14 x 14 even (1.9-2.2); 2048 of
-  // 7 x 7 with relu 0.64-0.81 -> 0.50-0.65; an SE-ResNeXt-50 training step 1-2% faster.
-  // dx_run is always inlined: called once per element where S = 1, the call was most of the
-  // time (64 x 32 values: 0.035 ms against 0.016).
+  // channel for the sums and a second that reads all of them from memory again (batch norm's
+  // backward was 12% of an SE-ResNeXt-50 training step, perf; Note [Batch-norm backward in
+  // registers] took on the rest of it). Runs shorter than a vector (S < 16, e.g. 2-D input,
+  // S = 1) keep the second pass a row of channels at a time, whose elements are contiguous. The
+  // path depends on the shape alone, never on the thread count, and neither do the bits.
+  // Measured (2026-12-06, Zen 5, 2 threads, bnprobe alternated with the two-pass form, backward
+  // through autograd at batch 8): 256 channels of 56 x 56 with relu 6.2-6.7 -> 4.7-5.5 ms,
+  // without 7.9-8.7 -> 7.8-8.6; 1024 of 14 x 14 even (1.9-2.2); 2048 of 7 x 7 with relu
+  // 0.64-0.81 -> 0.50-0.65; an SE-ResNeXt-50 training step 1-2% faster. dx_run is always
+  // inlined: called once per element where S = 1, the call was most of the time (64 x 32
+  // values: 0.035 ms against 0.016).
   if (!dxd || p.S >= 16) {
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
