@@ -364,10 +364,11 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
 // gradient partials] adds a zeroed buffer per part and a pass that sums them (perf, one
 // SE-ResNeXt-50 training step at batch 8: memset and that sum 5.4% of the step). Instead the
 // images' dy rows and columns are gathered side by side, (M, n L) and (K, n L), and one GEMM
-// reduces over all of them: dw is written once per chunk of images (at most kGatherBytes of
-// gathered values; beta 0 on the first, so dw needs no zeroing), the copies move (M + K) L
-// values per image instead of 2 M K, and the GEMM splits its own rows and columns over the
-// threads. Its K blocking does not depend on the thread count, so neither do the bits.
+// reduces over all of them: dw is written once per chunk of images (as many as fit kGatherBytes
+// of gathered values, at least one; beta 0 on the first, so dw needs no zeroing), the copies
+// move (M + K) L values per image instead of 2 M K, and the GEMM splits its own rows and columns
+// over the threads. Its K blocking does not depend on the thread count, so this path's bits do
+// not either (which algorithm a layer takes can: Note [Grid tasks]).
 // Measured (2026-12-06, Zen 5, 2 threads, an idle machine, trainprobe alternated with the build
 // before): an SE-ResNeXt-50 training step at batch 8, 0.99-1.08 s against 1.11-1.21 s.
 constexpr int64_t kGatherBytes = int64_t(16) << 20;

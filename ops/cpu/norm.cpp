@@ -94,7 +94,7 @@ int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std
 // loops below partly scalar: the sums converted each value to double one at a time, and the dx
 // pass ran in xmm and ymm pieces through the stack (perf annotate, an SE-ResNeXt-50 training step,
 // where batch norm's backward was 11% of the time). Written with AVX-512 intrinsics, 16 values
-// stay in two registers of doubles for the sums and one of floats for dx. The sums keep the 16
+// stay in two registers of doubles per sum and one of floats for dx. The sums keep the 16
 // lanes of Note [Statistics in lanes], each adding the same values in the same order, and the
 // results kept their bits (a hash of dx, dweight, dbias over four SE-ResNeXt shapes). Measured
 // (2026-12-06, Zen 5, 2 threads, bnprobe: backward through autograd at batch 8, alternated):
@@ -265,15 +265,17 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   // channel for the sums and a second that reads all of them from memory again (batch norm's
   // backward was 12% of an SE-ResNeXt-50 training step, perf; Note [Batch-norm backward in
   // registers] took on the rest of it). Runs shorter than a vector (S < 16, e.g. 2-D input,
-  // S = 1) keep the second pass a row of channels at a time, whose elements are contiguous. The
-  // path depends on the shape alone, never on the thread count, and neither do the bits.
+  // S = 1) keep the second pass a row of channels at a time, whose elements are contiguous, and
+  // so do layers with fewer channels than threads, whose dx would otherwise leave threads idle.
+  // Both paths compute each sum and each dx with the same code, so the bits do not depend on
+  // which one runs.
   // Measured (2026-12-06, Zen 5, 2 threads, bnprobe alternated with the two-pass form, backward
   // through autograd at batch 8): 256 channels of 56 x 56 with relu 6.2-6.7 -> 4.7-5.5 ms,
   // without 7.9-8.7 -> 7.8-8.6; 1024 of 14 x 14 even (1.9-2.2); 2048 of 7 x 7 with relu
   // 0.64-0.81 -> 0.50-0.65; an SE-ResNeXt-50 training step 1-2% faster. dx_run is always
   // inlined: called once per element where S = 1, the call was most of the time (64 x 32
   // values: 0.035 ms against 0.016).
-  if (!dxd || p.S >= 16) {
+  if (!dxd || (p.S >= 16 && p.C >= num_threads())) {
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const Sums sums = sums_of(c);

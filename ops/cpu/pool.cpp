@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -341,7 +342,7 @@ void max_plane(const Pool2dGeometry& g, const T* in, T* out, I* idx) {
 // gather per tap, 4.5 ms with masked loads and permutes, 2.1 ms with plain interior loads.
 constexpr int64_t kMaxLaneTaps = 16;  // window widths the lanes take (masks kept per tap)
 
-inline bool max_pool_in_lanes(const Pool2dGeometry& g) {
+inline bool lanes_suit(const Pool2dGeometry& g) {
   return g.in_h * g.in_w < (int64_t(1) << 31) && g.kernel_w <= kMaxLaneTaps;
 }
 
@@ -355,7 +356,8 @@ struct TapLoad {
   __mmask16 valid, low, high;  // stride 2: the elements first .. first + 31 inside the row
   bool interior;
   TapLoad() = default;
-  TapLoad(int64_t first, __m512i column, __mmask16 valid, int64_t W) : first(first), column(column), valid(valid) {
+  TapLoad(int64_t first_column, __m512i columns, __mmask16 live_lanes, int64_t W)
+      : first(first_column), column(columns), valid(live_lanes) {
     auto inside = [&](int64_t from) -> __mmask16 {
       const int64_t begin = std::clamp<int64_t>(-from, 0, 16), end = std::clamp<int64_t>(W - from, 0, 16);
       return __mmask16(((1u << end) - 1) & ~((1u << begin) - 1));
@@ -364,16 +366,21 @@ struct TapLoad {
     high = inside(first + 16);
     interior = valid == 0xFFFF && low == 0xFFFF && high == 0xFFFF;
   }
+  // The address of row[offset], which a masked load may take outside the row (its lanes there
+  // off): computed as an integer, since a pointer outside its array is undefined behaviour.
+  static const float* address(const float* row, int64_t offset) {
+    return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + offset * int64_t(sizeof(float)));
+  }
   __m512 operator()(const float* row) const {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
     if constexpr (kStride == 1) {
-      return _mm512_mask_loadu_ps(neg_inf, valid, row + first);
+      return _mm512_mask_loadu_ps(neg_inf, valid, address(row, first));
     } else if constexpr (kStride == 2) {  // lane i keeps element 2 i
       const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
       if (interior)  // all 32 elements inside the row, every lane live
         return _mm512_permutex2var_ps(_mm512_loadu_ps(row + first), evens, _mm512_loadu_ps(row + first + 16));
-      const __m512 a = _mm512_mask_loadu_ps(neg_inf, low, row + first);
-      const __m512 b = _mm512_mask_loadu_ps(neg_inf, high, row + first + 16);
+      const __m512 a = _mm512_mask_loadu_ps(neg_inf, low, address(row, first));
+      const __m512 b = _mm512_mask_loadu_ps(neg_inf, high, address(row, first + 16));
       return _mm512_mask_mov_ps(neg_inf, valid, _mm512_permutex2var_ps(a, evens, b));
     } else {
       return _mm512_mask_i32gather_ps(neg_inf, valid, column, row, 4);
@@ -477,7 +484,7 @@ void max_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y
                                       g.out_w);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
     if constexpr (std::is_same_v<T, float>) {
-      if (max_pool_in_lanes(g)) {
+      if (lanes_suit(g)) {
         const float* x_plane = xp + p * in_plane;
         if (g.stride_w == 1) return max_plane_in_lanes<Argmax, 1>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
         if (g.stride_w == 2) return max_plane_in_lanes<Argmax, 2>(g, x_plane, yp + p * out_plane, ip + p * out_plane);

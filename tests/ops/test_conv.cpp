@@ -458,27 +458,38 @@ TEST_CASE("conv2d's padded-grid weight gradient of an empty batch is zero", "[co
 
 // Note [Weight gradient over all images]: ungrouped layers whose weights outweigh an image's data
 // gather every image's dy rows and columns and reduce over them in one GEMM per chunk of images.
-// Against the sum of one-image weight gradients in f64 (one image never gathers), and the same
-// bits at 1, 2 and 3 threads: a 1x1 layer, a strided 1x1 (SE-ResNeXt's downsampling), a padded
-// strided 3x3, and a batch of two chunks (16 MiB of gathered values each, the last of 2 images).
+// Against the sum of one-image weight gradients in f64 (one image never gathers), in f32 and in
+// f64 (Eigen's GEMM), and the same f32 bits at 1, 2 and 3 threads: a 1x1 layer, a strided 1x1
+// (SE-ResNeXt's downsampling), padded 3x3 layers at stride 1 (im2col's rows in registers) and
+// stride 2 (its portable loop), and a batch of two chunks (16 MiB of gathered values each, the
+// last of 2 images). Every case has M K > (M + K) L and is off the padded grid at 1 to 3 threads
+// (20 output channels are no multiple of 8; the grid takes ungrouped layers at stride 1 only).
 TEST_CASE("conv2d's weight gradient over all images matches one image at a time", "[conv]") {
   struct Case {
     int64_t batch, in, out, hw, kernel, stride, pad;
   };
   const int before = num_threads();
-  for (Case c : {Case{6, 64, 96, 5, 1, 1, 0}, Case{5, 48, 64, 8, 1, 2, 0}, Case{3, 16, 24, 9, 3, 2, 1},
-                 Case{130, 256, 256, 8, 1, 1, 0}}) {
+  for (Case c : {Case{6, 64, 96, 5, 1, 1, 0}, Case{5, 48, 64, 8, 1, 2, 0}, Case{3, 64, 20, 4, 3, 1, 1},
+                 Case{3, 64, 64, 9, 3, 2, 1}, Case{130, 256, 256, 8, 1, 1, 0}}) {
     INFO("batch " << c.batch << ", " << c.in << " -> " << c.out << ", " << c.kernel << "x" << c.kernel << " stride "
                   << c.stride);
     Generator gen(91);
     const Tensor x = randn({c.batch, c.in, c.hw, c.hw}, {}, &gen);
     const Shape w_shape{c.out, c.in, c.kernel, c.kernel};
-    const Shape y_shape = conv2d(x.narrow(0, 0, 1), zeros(w_shape), {}, c.stride, c.pad).shape();
-    const Tensor gy = randn({c.batch, c.out, y_shape[2], y_shape[3]}, {}, &gen);
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w_shape, c.stride, c.pad, 1, 1);
+    REQUIRE(g.out_channels * g.patch_size() > (g.out_channels + g.patch_size()) * g.out_plane());
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) != "padded grid");
+    }
+    set_num_threads(before);
+    const Tensor gy = randn({c.batch, c.out, g.out_h, g.out_w}, {}, &gen);
     Tensor want = zeros(w_shape, {.dtype = DType::f64});
     for (int64_t n = 0; n < c.batch; ++n)
       want = add(want, conv2d_weight_grad(x.narrow(0, n, 1).to(DType::f64), gy.narrow(0, n, 1).to(DType::f64),
                                           w_shape, c.stride, c.pad));
+    check_close(conv2d_weight_grad(x.to(DType::f64), gy.to(DType::f64), w_shape, c.stride, c.pad), want, 1e-12,
+                1e-10);
     std::vector<Tensor> dw;
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);

@@ -2,6 +2,9 @@
 // and gradchecks in training and evaluation, 2-D to 4-D, with and without affine, with fused
 // activations): the running stats against PyTorch, training without running stats, the momentum
 // convention, the backward op, and the errors a user can cause.
+#include <limits>
+#include <vector>
+
 #include "support/test_support.h"
 
 using namespace ember;
@@ -107,4 +110,49 @@ TEST_CASE("batch_norm errors name the problem") {
                       Catch::Contains("must not require grad"));
   REQUIRE_THROWS_WITH(batch_norm(ones({4, 3}, {.dtype = DType::i64}), Tensor(), Tensor(), rm, rv, true),
                       Catch::Contains("floating"));
+}
+
+// Note [Channel at a time] and Note [Batch-norm backward in registers] (ops/cpu/norm.cpp): f32
+// runs of at least 16 values take the per-channel path, in AVX-512 blocks with a scalar tail
+// (S = 35 here: two blocks and 3 values), and layers with fewer channels than threads the
+// two-pass form (2 channels: 3 threads). Against the f64 backward of the same f32 values, without
+// activation and with relu (a NaN in y keeps its gradient, as relu_backward_masked does), in
+// training and evaluation, dweight and dbias without dx too, and the same bits at 1, 2 and 3
+// threads.
+TEST_CASE("batch_norm_backward's f32 paths match f64 and give the same bits at 1, 2 and 3 threads") {
+  const Shape shape{3, 2, 5, 7};
+  const Tensor x = f64_randn(shape, 21).to(DType::f32), g = f64_randn(shape, 22).to(DType::f32);
+  const Tensor w = f64_randn({2}, 23).to(DType::f32);
+  const Tensor m = mean(x, {0, 2, 3}), invstd = rsqrt(add(var(x, {0, 2, 3}, 0), 1e-5));
+  const Tensor y = relu(f64_randn(shape, 24)).to(DType::f32).contiguous();
+  y.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  y.data<float>()[40] = std::numeric_limits<float>::quiet_NaN();
+  auto f64 = [](const Tensor& t) { return t.to(DType::f64); };
+  const int before = num_threads();
+  for (Activation act : {Activation::none, Activation::relu}) {
+    for (bool training : {true, false}) {
+      INFO((act == Activation::relu ? "relu" : "no activation") << (training ? ", training" : ", evaluation"));
+      const Tensor out = act == Activation::relu ? y : Tensor();
+      const BatchNormGrads want = batch_norm_backward(f64(g), f64(x), f64(w), f64(m), f64(invstd), training, true,
+                                                      true, true, act, out.defined() ? f64(out) : Tensor());
+      std::vector<BatchNormGrads> got;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        got.push_back(batch_norm_backward(g, x, w, m, invstd, training, true, true, true, act, out));
+        const BatchNormGrads sums = batch_norm_backward(g, x, w, m, invstd, training, false, true, true, act, out);
+        CHECK_FALSE(sums.dx.defined());
+        CHECK(max(abs(sub(sums.dweight, got.back().dweight))).item() == 0.0);
+        CHECK(max(abs(sub(sums.dbias, got.back().dbias))).item() == 0.0);
+      }
+      set_num_threads(before);
+      check_close(f64(got[0].dx), want.dx, 1e-5, 1e-5);
+      check_close(f64(got[0].dweight), want.dweight, 1e-5, 1e-4);
+      check_close(f64(got[0].dbias), want.dbias, 1e-5, 1e-4);
+      for (size_t t : {1, 2}) {
+        INFO(t + 1 << " threads");
+        CHECK(max(abs(sub(got[0].dx, got[t].dx))).item() == 0.0);
+        CHECK(max(abs(sub(got[0].dweight, got[t].dweight))).item() == 0.0);
+      }
+    }
+  }
 }

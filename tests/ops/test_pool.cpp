@@ -155,7 +155,7 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
 // AVX-512; f64 keeps the scalar scan. Both must pick the same cells, padded windows (where the
 // first cell inside a window is its initial position) and rows of one partial block, two whole
 // ones and a partial third included: values, i64 plane indices, and the gradient from max_pool2d's
-// u8 window offsets.
+// u8 window offsets. Strides 1 and 2 (loads) and 3 (gathers), padded or not, 1 to 7 taps a row.
 TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
   struct Case {
     IntPair kernel, stride, padding;
@@ -163,7 +163,7 @@ TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
   for (const Shape& xs : {Shape{2, 3, 11, 13}, Shape{1, 2, 9, 70}, Shape{1, 1, 5, 32}}) {
     const Tensor x = tie_heavy(xs, uint64_t(xs[3]));
     for (Case c : {Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2}, Case{1, 1, 0},
-                   Case{3, 3, 0}}) {
+                   Case{3, 3, 0}, Case{3, 3, 1}, Case{{3, 5}, {2, 3}, {1, 2}}, Case{{2, 7}, 1, {1, 3}}}) {
       INFO(shape_str(xs) << " kernel " << c.kernel.h << "x" << c.kernel.w << " stride " << c.stride.h << "x"
                          << c.stride.w << " padding " << c.padding.h << "x" << c.padding.w);
       const Tensor x32 = x.detach().requires_grad_(), x64 = x.to(DType::f64).detach().requires_grad_();
