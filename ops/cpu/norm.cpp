@@ -111,24 +111,33 @@ __m256 activated_grad8(const float* g, const float* y) {
   else return _mm256_maskz_mov_ps(_mm256_cmp_ps_mask(_mm256_loadu_ps(y), _mm256_setzero_ps(), _CMP_NLE_UQ), gv);
 }
 
-// Adds the whole blocks of 16 of a run of n values into the lanes (lane j: element 16 i + j, in
-// sum[j / 8]); returns the values it took. (The zero-masking conversions: GCC 12's plain ones
-// take an "undefined" source that -Wmaybe-uninitialized flags.)
+// A channel's two sums in 16 double lanes each (lane j: element 16 i + j of every run, in
+// registers j / 8), the whole blocks of 16 of each run (the zero-masking conversions: GCC 12's
+// plain ones take an "undefined" source that -Wmaybe-uninitialized flags).
 template <bool kRelu>
-int64_t add_sums16(const float* g, const float* y, const float* x, int64_t n, double mu, __m512d (&sum_g)[2],
-                   __m512d (&sum_gx)[2]) {
-  const __m512d mean = _mm512_set1_pd(mu);
-  int64_t s = 0;
-  for (; s + 16 <= n; s += 16)
+struct LaneSums {
+  __m512d g[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, gx[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  // Adds the whole blocks of a run of n values; returns the values it took.
+  int64_t add(const float* grad, const float* y, const float* x, int64_t n, double mu) {
+    const __m512d mean = _mm512_set1_pd(mu);
+    int64_t s = 0;
+    for (; s + 16 <= n; s += 16)
+      for (int half = 0; half < 2; ++half) {
+        const int64_t at = s + 8 * half;
+        const __m512d gd = _mm512_maskz_cvtps_pd(0xFF, activated_grad8<kRelu>(grad + at, y + at));
+        g[half] = _mm512_add_pd(g[half], gd);
+        const __m512d xd = _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(x + at));
+        gx[half] = _mm512_fmadd_pd(gd, _mm512_sub_pd(xd, mean), gx[half]);
+      }
+    return s;
+  }
+  void store(double* lanes_g, double* lanes_gx) const {
     for (int half = 0; half < 2; ++half) {
-      const int64_t at = s + 8 * half;
-      const __m512d gd = _mm512_maskz_cvtps_pd(0xFF, activated_grad8<kRelu>(g + at, y + at));
-      sum_g[half] = _mm512_add_pd(sum_g[half], gd);
-      const __m512d xd = _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(x + at));
-      sum_gx[half] = _mm512_fmadd_pd(gd, _mm512_sub_pd(xd, mean), sum_gx[half]);
+      _mm512_storeu_pd(lanes_g + 8 * half, g[half]);
+      _mm512_storeu_pd(lanes_gx + 8 * half, gx[half]);
     }
-  return s;
-}
+  }
+};
 
 // dx for the whole blocks of 16 of a run of n values (dx = g k - (x - mean) a + b in training,
 // g k in evaluation); returns the values it wrote.
@@ -149,6 +158,17 @@ int64_t dx16(const float* g, const float* y, const float* x, float* dx, int64_t 
 }
 #else
 constexpr bool kBatchNormLanes = false;
+// Never called (kBatchNormLanes is false): they let the kernel below name the register forms
+// without guards of its own.
+template <bool kRelu>
+struct LaneSums {
+  int64_t add(const float*, const float*, const float*, int64_t, double) { return 0; }
+  void store(double*, double*) const {}
+};
+template <bool kRelu>
+int64_t dx16(const float*, const float*, const float*, float*, int64_t, bool, float, float, float, float) {
+  return 0;
+}
 #endif
 
 // batch_norm_backward for one dtype and activation (Fn: an ActivationFn).
@@ -183,16 +203,11 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
     // sum(g) and sum(g * (x - mean)) in 16 double lanes each (Note [Statistics in lanes]), the
     // values loaded 16 at a time (Note [Blocks of 16]).
     double lanes_g[16] = {}, lanes_gx[16] = {}, tail_g = 0, tail_gx = 0;
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-    __m512d sum_g[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, sum_gx[2] = {sum_g[0], sum_g[1]};
-#endif
+    [[maybe_unused]] LaneSums<kRelu> in_registers;
     for (int64_t n = 0; n < p.N; ++n) {
       const int64_t at = (n * p.C + c) * p.S;
       int64_t s = 0;
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-      if constexpr (kInRegisters)
-        s = add_sums16<kRelu>(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu, sum_g, sum_gx);
-#endif
+      if constexpr (kInRegisters) s = in_registers.add(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu);
       for (; s + 16 <= p.S; s += 16) {
         P gv[16], yv[16] = {}, xv[16];
         load_block<16>(gd + at + s, gv);
@@ -210,14 +225,7 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
         tail_gx += g * (double(value_at(xd, at + s)) - mu);
       }
     }
-#if defined(__AVX512F__) && defined(__AVX512VL__)
-    if constexpr (kInRegisters) {
-      for (int half = 0; half < 2; ++half) {
-        _mm512_storeu_pd(lanes_g + 8 * half, sum_g[half]);
-        _mm512_storeu_pd(lanes_gx + 8 * half, sum_gx[half]);
-      }
-    }
-#endif
+    if constexpr (kInRegisters) in_registers.store(lanes_g, lanes_gx);
     for (int j = 0; j < 16; ++j) {
       tail_g += lanes_g[j];
       tail_gx += lanes_gx[j];
@@ -253,10 +261,8 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
       return training ? gm * co.k - (xv - mc) * co.a + co.b : gm * co.k;
     };
     int64_t s = 0;
-#if defined(__AVX512F__) && defined(__AVX512VL__)
     if constexpr (kInRegisters)
       s = dx16<kRelu>(gd + at, yd ? yd + at : nullptr, xd + at, dxd + at, p.S, training, mc, co.k, co.a, co.b);
-#endif
     dx_run(gd + at + s, yd ? yd + at + s : nullptr, xd + at + s, dxd + at + s, p.S - s, dx_of);
   };
   // Note [Channel at a time]: a task takes a few channels and, for each, sums and then writes its
