@@ -73,6 +73,7 @@ struct CommandLine {
 
   CLI::App* bench_losses = nullptr;
   std::string bench_losses_device = "cpu";
+  std::string bench_seresnext_device = "cpu";
   ember::bench::BenchLossesOptions bench_losses_options;
   bool no_capacity = false;
 
@@ -301,7 +302,7 @@ void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {
       ->delimiter(',');
   cmd.add_option("--image-size", o.image_size, "square input size (default: each model's, 32 or 224)")
       ->check(CLI::Range(int64_t(8), int64_t(1024)));
-  cmd.add_option("--batch-size", o.train_batch, "training batch (default 64 at 32x32, 8 at 224x224)")
+  cmd.add_option("--batch-size", o.train_batch, "training batch (default 64 at 32x32, 8 at 224x224; cuda: 256 and 64)")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   cmd.add_option("--warmup", o.warmup, "untimed training steps (default 2)")->check(CLI::Range(0, 1000));
   cmd.add_option("--iters", o.iters, "timed training steps (default 5)")->check(CLI::Range(1, 100000));
@@ -318,6 +319,8 @@ void add_bench_seresnext_options(CLI::App& cmd, CommandLine& cl) {
   cmd.add_option("--rounds", o.rounds, "ember and PyTorch run this many times alternately; each reports its best "
                                        "(default 2)")
       ->check(CLI::Range(1, 100));
+  cmd.add_option("--device", cl.bench_seresnext_device, "cpu, or cuda (a GPU; ember and PyTorch with cuDNN)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_flag("--no-pytorch", cl.no_pytorch, "skip the PyTorch columns");
 }
 
@@ -509,6 +512,7 @@ int run_command(const CommandLine& cl) {
   } else if (*cl.bench_seresnext) {
     ember::bench::BenchSeresnextOptions options = cl.bench_seresnext_options;
     options.with_pytorch = !cl.no_pytorch;
+    options.device = ember::parse_device(cl.bench_seresnext_device);
     ember::bench::bench_seresnext(options, std::cout, std::cerr);
   } else if (*cl.bench_allocator) {
     ember::bench_allocator(std::cout);

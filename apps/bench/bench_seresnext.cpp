@@ -9,6 +9,7 @@
 #include "apps/bench/peer_script.h"
 #include "ops/autocast.h"
 #include "apps/bench/timing.h"
+#include "cuda/runtime.h"
 #include "ember.h"
 
 namespace ember::bench {
@@ -37,9 +38,16 @@ struct Subject {
   int64_t train_batch = 0;
 };
 
-std::shared_ptr<ResNet> build(const Subject& s) {
+// Waits for the device's queued work (launches are asynchronous on cuda); nothing on the CPU.
+void synchronize(Device device) {
+  if (device.is_cuda()) cuda::synchronize();
+}
+
+std::shared_ptr<ResNet> build(const Subject& s, Device device) {
   manual_seed(0);
-  return std::dynamic_pointer_cast<ResNet>(s.entry->build(s.config.classes, nullptr));
+  auto model = std::dynamic_pointer_cast<ResNet>(s.entry->build(s.config.classes, nullptr));
+  model->to(device);
+  return model;
 }
 
 Subject subject(const std::string& name, const BenchSeresnextOptions& o) {
@@ -49,21 +57,23 @@ Subject subject(const std::string& name, const BenchSeresnextOptions& o) {
   EMBER_CHECK(net != nullptr, "bench seresnext: '", name, "' is not a member of the ResNet family (see ember models)");
   s.config = net->config();
   s.image_size = o.image_size > 0 ? o.image_size : s.entry->image_size;
-  s.train_batch = o.train_batch > 0 ? o.train_batch : (s.image_size <= 64 ? 64 : 8);
+  // Batches that keep 2 CPU cores busy for about a second per step; a GPU needs 4-8x more work per step.
+  const int64_t small = o.device.is_cuda() ? 256 : 64, large = o.device.is_cuda() ? 64 : 8;
+  s.train_batch = o.train_batch > 0 ? o.train_batch : (s.image_size <= 64 ? small : large);
   return s;
 }
 
-Tensor synthetic_images(int64_t batch, int64_t size) { return randn({batch, 3, size, size}); }
+Tensor synthetic_images(int64_t batch, int64_t size, Device device) { return randn({batch, 3, size, size}).to(device); }
 
 // Note [Training step of the bench]: NVIDIA's recipe without its schedule (constant lr): SGD
 // momentum 0.875 with weight decay, cross-entropy with label smoothing 0.1, one fixed
 // synthetic batch, so that data loading is not timed, as NVIDIA's --data-backend synthetic.
 TrainResult ember_train(const Subject& s, const BenchSeresnextOptions& o, DType autocast) {
-  auto model = build(s);
+  auto model = build(s, o.device);
   model->train();
   SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.875, .weight_decay = 6.103515625e-05});
-  Tensor x = synthetic_images(s.train_batch, s.image_size);
-  Tensor y = randint(0, s.config.classes, {s.train_batch});
+  Tensor x = synthetic_images(s.train_batch, s.image_size, o.device);
+  Tensor y = randint(0, s.config.classes, {s.train_batch}).to(o.device);
   auto step = [&] {
     Tensor loss;
     {
@@ -74,12 +84,15 @@ TrainResult ember_train(const Subject& s, const BenchSeresnextOptions& o, DType 
     loss.backward();
     opt.step();
   };
-  Allocator& memory = allocator_for(Device::cpu());
+  Allocator& memory = allocator_for(o.device);
+  synchronize(o.device);
   memory.reset_peak_stats();
   const int64_t before = memory.stats().allocated_bytes;
   for (int i = 0; i < o.warmup; ++i) step();
+  synchronize(o.device);
   const auto start = Clock::now();
   for (int i = 0; i < o.iters; ++i) step();
+  synchronize(o.device);
   const double seconds = seconds_since(start);
   return {double(s.train_batch * o.iters) / seconds,
           double(memory.stats().peak_allocated_bytes - before) / double(1 << 20)};
@@ -98,20 +111,26 @@ Latency latency_of(std::vector<double> ms, int64_t batch) {
 // took longer (the batches measured are the keys of the result).
 std::map<int64_t, Latency> ember_infer(const Subject& s, const std::vector<int64_t>& batches,
                                        const BenchSeresnextOptions& o, double cap_s) {
-  auto model = build(s);
+  auto model = build(s, o.device);
   model->eval();
   autograd::NoGradGuard no_grad;
+  // One call, waited for: latency is per call, so on cuda each call ends with a synchronisation.
+  auto call = [&](const Tensor& x) {
+    (*model)(x);
+    synchronize(o.device);
+  };
   std::map<int64_t, Latency> result;
   for (int64_t batch : batches) {
-    Tensor x = synthetic_images(batch, s.image_size);
+    Tensor x = synthetic_images(batch, s.image_size, o.device);
+    synchronize(o.device);
     auto first = Clock::now();
-    (*model)(x);
+    call(x);
     const bool over_cap = cap_s > 0 && seconds_since(first) > cap_s;
-    for (int i = 1; i < o.infer_warmup; ++i) (*model)(x);
+    for (int i = 1; i < o.infer_warmup; ++i) call(x);
     std::vector<double> ms;
     for (int i = 0; i < o.infer_iters; ++i) {
       const auto start = Clock::now();
-      (*model)(x);
+      call(x);
       ms.push_back(seconds_since(start) * 1e3);
     }
     result[batch] = latency_of(ms, batch);
@@ -126,9 +145,10 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-// torch_seresnext.py's flags for the same network.
-std::vector<std::string> peer_architecture(const Subject& s) {
+// torch_seresnext.py's flags for the same network on the same device.
+std::vector<std::string> peer_architecture(const Subject& s, Device device) {
   return {"--threads", std::to_string(num_threads()),
+          "--device", device.is_cuda() ? "cuda" : "cpu",
           "--layers", join(s.config.blocks),
           "--widths", join(s.config.widths),
           "--stem-channels", std::to_string(s.config.stem_width),
@@ -140,8 +160,8 @@ std::vector<std::string> peer_architecture(const Subject& s) {
           "--image-size", std::to_string(s.image_size)};
 }
 
-std::map<std::string, double> peer_run(const Subject& s, std::vector<std::string> mode) {
-  std::vector<std::string> args = peer_architecture(s);
+std::map<std::string, double> peer_run(const Subject& s, Device device, std::vector<std::string> mode) {
+  std::vector<std::string> args = peer_architecture(s, device);
   args.insert(args.end(), mode.begin(), mode.end());
   return run_peer_script("torch_seresnext.py", args);
 }
@@ -185,7 +205,7 @@ void bench_training(const Subject& s, const BenchSeresnextOptions& o, std::ostre
       best.img_s = std::max(best.img_s, t.img_s);
       best.peak_mib = std::max(best.peak_mib, t.peak_mib);
       if (!o.with_pytorch) continue;
-      auto p = peer_run(s, {"train", "--batch", std::to_string(s.train_batch), "--warmup", std::to_string(o.warmup),
+      auto p = peer_run(s, o.device, {"train", "--batch", std::to_string(s.train_batch), "--warmup", std::to_string(o.warmup),
                             "--iters", std::to_string(o.iters), "--precision", precision});
       keep_best(theirs[precision], p, "train_img_s", true);
       keep_best(theirs[precision], p, "train_peak_mib", false);
@@ -226,7 +246,7 @@ void bench_inference(const Subject& s, const BenchSeresnextOptions& o, std::ostr
       if (!inserted && l.avg_ms < it->second.avg_ms) it->second = l;
     }
     if (!o.with_pytorch) continue;
-    auto p = peer_run(s, {"infer", "--batches", join(batches), "--warmup", std::to_string(o.infer_warmup), "--iters",
+    auto p = peer_run(s, o.device, {"infer", "--batches", join(batches), "--warmup", std::to_string(o.infer_warmup), "--iters",
                           std::to_string(o.infer_iters)});
     for (int64_t b : batches) {  // a round's three percentiles stay together: the round with the best average
       const std::string key = "infer " + std::to_string(b) + " ";
@@ -260,10 +280,11 @@ void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ost
               "bench seresnext: --rounds, --iters, --infer-iters and --max-infer-batch must be at least 1");
   EMBER_CHECK(!o.precisions.empty(), "bench seresnext: --precision needs at least one of fp32, bf16, fp16");
   for (const std::string& p : o.precisions) (void)autocast_of(p);
-  out << "ember bench seresnext: NVIDIA's protocol on synthetic data, " << num_threads() << " thread(s), best of "
-      << o.rounds << " alternating rounds; training: " << o.iters << " SGD steps after " << o.warmup
-      << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped")
+  out << "ember bench seresnext on " << o.device << ": NVIDIA's protocol on synthetic data, " << num_threads()
+      << " CPU thread(s), best of " << o.rounds << " alternating rounds; training: " << o.iters << " SGD steps after "
+      << o.warmup << " warm-up; PyTorch " << (o.with_pytorch ? "measured in the same run" : "skipped")
       << "\ncpu: " << cpu_identity()
+      << (o.device.is_cuda() ? "\ngpu: " + cuda::device_properties(o.device.index).name : std::string())
       << (o.with_pytorch ? "\npeer: " + peer_identity() : std::string()) << "\n\n";
   for (const std::string& name : o.models) {
     Subject s = subject(name, o);
@@ -274,7 +295,8 @@ void bench_seresnext(const BenchSeresnextOptions& o, std::ostream& out, std::ost
          "weights; vs fp32 = ember img/s / ember fp32 img/s\n"
          "speedup = ember img/s / pytorch img/s; latency ratio = ember ms / pytorch ms (below 1: ember is faster);\n"
          "peak MiB: what the training steps needed above the model and the batch (ember: the caching allocator's "
-         "peak; PyTorch: the growth of the peak resident set)\n";
+         "peak; PyTorch: "
+      << (o.device.is_cuda() ? "torch.cuda.max_memory_allocated" : "the growth of the peak resident set") << ")\n";
 }
 
 }  // namespace ember::bench

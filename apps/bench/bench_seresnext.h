@@ -11,6 +11,11 @@
 //     1, 2, 4, ... up to --max-infer-batch, over --infer-iters calls after --infer-warmup. A
 //     batch whose first call exceeds --infer-cap-s ends the list for both frameworks.
 //
+// On cuda (--device cuda, a GPU) both sides run there: ember's caching allocator and
+// torch.cuda.max_memory_allocated give the peaks, a device synchronisation ends each timed
+// stretch (the training steps as a whole; each inference call, since latency is per call), and
+// PyTorch runs with cuDNN (benchmark mode) and CUDA autocast.
+//
 //   ember bench seresnext --models se_resnext_cifar,se_resnext50_32x4d --rounds 2
 #pragma once
 
@@ -19,12 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace ember::bench {
 
 struct BenchSeresnextOptions {
   std::vector<std::string> models = {"se_resnext_cifar", "se_resnext50_32x4d"};
   int64_t image_size = 0;      // 0: each model's default (32 for the CIFAR member, 224)
-  int64_t train_batch = 0;     // 0: 64 at 32x32, 8 at 224x224
+  int64_t train_batch = 0;     // 0: 64 at 32x32, 8 at 224x224 (cuda: 256 and 64)
   int warmup = 2;              // untimed training steps
   int iters = 5;               // timed training steps
   int64_t max_infer_batch = 256;
@@ -36,6 +43,7 @@ struct BenchSeresnextOptions {
   // Training rows, one per precision: fp32, or the forward under autocast (bf16, fp16) as
   // `ember train --precision` runs it (Note [Mixed-precision steps]); PyTorch uses torch.autocast.
   std::vector<std::string> precisions = {"fp32", "bf16"};
+  Device device = Device::cpu();
 };
 
 void bench_seresnext(const BenchSeresnextOptions& options, std::ostream& out, std::ostream& log);
