@@ -144,7 +144,7 @@ TEST_CASE("mpi train mnist: the job's checkpoint resumes alone and at two ranks,
   group->barrier();
 }
 
-TEST_CASE("mpi train seresnext: two ranks with accumulation and sync BN; rank 0 prints and writes, both report the job's scores") {
+TEST_CASE("mpi train seresnext: two ranks with accumulation and sync BN, rank 0 prints and writes, both report the job's scores") {
   auto group = world();
   test::TempDir dir("mpi_train");
   test::write_bar_folders(dir, 6);

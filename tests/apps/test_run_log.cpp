@@ -94,7 +94,7 @@ TEST_CASE("run log: a malformed history is an Error naming the record and the fi
   }
 }
 
-TEST_CASE("run log: records are one table; the curves label the epochs a log holds") {
+TEST_CASE("run log: records are one table, and the curves label the epochs a log holds") {
   RunLog log;
   log.add({.epoch = 6, .train_loss = 0.5, .test_loss = 0.4, .scores = {{"test_accuracy", 0.9}}});
   CHECK_THROWS_WITH(log.add({.epoch = 8, .train_loss = 0.4, .test_loss = 0.3, .scores = {{"test_accuracy", 0.9}}}),

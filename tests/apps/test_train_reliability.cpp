@@ -98,7 +98,7 @@ static TrainMnistConfig checkpoint_then_diverging_config(const test::TempDir& di
   return wild;
 }
 
-TEST_CASE("train reliability: a diverging run stops at the first non-finite loss; the last checkpoint survives") {
+TEST_CASE("train reliability: a diverging run stops at the first non-finite loss, and the last checkpoint survives") {
   test::TempDir dir("train_rel_nan");
   std::string before;
   TrainMnistConfig wild = checkpoint_then_diverging_config(dir, before);
@@ -116,7 +116,7 @@ TEST_CASE("train reliability: a diverging run stops at the first non-finite loss
   }
 }
 
-TEST_CASE("train reliability: --detect-anomaly names the first op that produces NaN/Inf; the checkpoint survives") {
+TEST_CASE("train reliability: --detect-anomaly names the first op that produces NaN/Inf, and the checkpoint survives") {
   test::TempDir dir("train_rel_anomaly");
   std::string before;
   TrainMnistConfig wild = checkpoint_then_diverging_config(dir, before);
@@ -245,7 +245,7 @@ class InterruptAfterEpoch1 : public std::stringbuf {
 }  // namespace
 
 // Note [Ctrl-C] (apps/train/training_loop.h).
-TEST_CASE("train reliability: Ctrl-C stops after the step; --resume from the last epoch finishes the run bitwise") {
+TEST_CASE("train reliability: Ctrl-C stops after the step, and --resume from the last epoch finishes the run bitwise") {
   test::TempDir dir("train_rel_sigint");
   test::write_synthetic_mnist(dir, 160, 20);
   TrainMnistConfig full = small_config(dir);

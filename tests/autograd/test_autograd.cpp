@@ -31,7 +31,7 @@ Tensor custom_square(const Tensor& x, double factor, const Tensor& scale = {}) {
 
 }  // namespace
 
-TEST_CASE("autograd: gradients accumulate over two backward calls; zero_grad resets", "[autograd]") {
+TEST_CASE("autograd: gradients accumulate over two backward calls, and zero_grad resets", "[autograd]") {
   Tensor x = vec({1, -2, 3}).requires_grad_();
   sum(mul(x, x)).backward();
   test::check_close(x.grad(), vec({2, -4, 6}), 1e-5, 1e-6);
@@ -84,7 +84,7 @@ TEST_CASE("autograd: detach shares storage and stops the gradient", "[autograd]"
   test::check_close(x.grad(), vec({1, 2, 3}), 1e-5, 1e-6);
 }
 
-TEST_CASE("autograd: requires_grad_ only on leaves; grads only on leaves", "[autograd]") {
+TEST_CASE("autograd: requires_grad_ only on leaves, and grads only on leaves", "[autograd]") {
   Tensor x = vec({1, 2}).requires_grad_();
   Tensor y = mul(x, 2.0);
   REQUIRE_THROWS_AS(y.requires_grad_(true), Error);

@@ -65,7 +65,7 @@ TEST_CASE("json: doubles round-trip and stay doubles") {
   CHECK_THROWS_WITH(Json(1.0 / 0.0).dump(), Catch::Contains("non-finite"));
 }
 
-TEST_CASE("json: string escapes, \\u and UTF-8") {
+TEST_CASE("json: string escapes, unicode escapes with surrogate pairs, and UTF-8") {
   CHECK(Json::parse(R"("a\"b\\c\/d\b\f\n\r\t")").as_string() == "a\"b\\c/d\b\f\n\r\t");
   CHECK(Json::parse(R"("\u0041\u00e9\u20AC")").as_string() == "A\xC3\xA9\xE2\x82\xAC");
   CHECK(Json::parse(R"("\ud83d\ude00")").as_string() == "\xF0\x9F\x98\x80");  // U+1F600

@@ -260,7 +260,7 @@ TEST_CASE("safetensors: dtype names") {
 }
 
 // Note [Replace targets] (core/atomic_file.h).
-TEST_CASE("safetensors: writing through a symlink replaces its target; the link stays a link") {
+TEST_CASE("safetensors: writing through a symlink replaces its target, and the link stays a link") {
   TempDir dir;
   const float a[2] = {1.f, 2.f};
   fs::create_directories(dir.path / "real");

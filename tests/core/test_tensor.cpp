@@ -211,7 +211,7 @@ TEST_CASE("parallel_for: every index exactly once with 1 and 2 threads", "[paral
   }
 }
 
-TEST_CASE("parallel_for: an exception in a chunk reaches the caller; the pool survives", "[parallel]") {
+TEST_CASE("parallel_for: an exception in a chunk reaches the caller, and the pool survives", "[parallel]") {
   ThreadCountGuard restore;
   set_num_threads(2);
   REQUIRE_THROWS_WITH(parallel_for(0, 100000, 10,
@@ -243,7 +243,7 @@ TEST_CASE("rng: Philox4x32-10 known answers (Random123)", "[rng]") {
   CHECK(g.block(0) == std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
 }
 
-TEST_CASE("rng: same seed, same numbers; draws advance the offset", "[rng]") {
+TEST_CASE("rng: same seed, same numbers, and draws advance the offset", "[rng]") {
   Generator g1(42), g2(42), g3(43);
   Tensor a = rand({100}, {}, &g1), b = rand({100}, {}, &g2), c = rand({100}, {}, &g3);
   CHECK(a.to_vector<float>() == b.to_vector<float>());
@@ -259,7 +259,7 @@ TEST_CASE("rng: same seed, same numbers; draws advance the offset", "[rng]") {
   CHECK(randn({2, 3}, {}, &g4).reshape({6}).to_vector<float>() == randn({6}, {}, &g5).to_vector<float>());
 }
 
-TEST_CASE("rng: rand is in [0, 1), randn has mean 0 and std 1", "[rng]") {
+TEST_CASE("rng: rand is in 0 <= x < 1, randn has mean 0 and std 1", "[rng]") {
   Generator g(2024);
   for (DType dtype : {DType::f32, DType::f64}) {
     INFO(dtype_name(dtype));
@@ -279,7 +279,7 @@ TEST_CASE("rng: rand is in [0, 1), randn has mean 0 and std 1", "[rng]") {
   }
 }
 
-TEST_CASE("rng: randint stays in [low, high) and hits every value", "[rng]") {
+TEST_CASE("rng: randint stays in low <= x < high and hits every value", "[rng]") {
   Generator g(9);
   Tensor r = randint(-3, 4, {5001}, {.dtype = DType::i64}, &g);
   const auto v = r.to_vector<int64_t>();

@@ -84,7 +84,7 @@ TEST_CASE("image_folder: an empty or missing root and a class without images are
   CHECK_THROWS_WITH(parse_bad_images("ignore"), Contains("expected skip or fail, got 'ignore'"));
 }
 
-TEST_CASE("image_folder: --bad-images fail names the file; skip reports it once and substitutes the next") {
+TEST_CASE("image_folder: --bad-images fail names the file, and skip reports it once and substitutes the next") {
   TempDir dir("image_folder_bad");
   write_folder(dir.path, {{"a", {"0.png", "1.png"}}, {"b", {"2.png"}}});
   write_file((dir.path / "a" / "1.png").string(), {1, 2, 3});  // a garbage file named .png

@@ -61,7 +61,7 @@ TEST_CASE("image_transforms: resize_shorter_side and center_crop follow torchvis
   CHECK_THROWS_WITH(crop(ramp(), {1, 1, 3, 1}), Contains("is not inside the 3x4 image"));
 }
 
-TEST_CASE("image_transforms: horizontal flips mirror the columns; random ones follow p") {
+TEST_CASE("image_transforms: horizontal flips mirror the columns, and random ones follow p") {
   const Tensor image = u8_image(2, 3, 2, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   check_values(horizontal_flip(image), {5, 6, 3, 4, 1, 2, 11, 12, 9, 10, 7, 8});
   int flipped = 0;

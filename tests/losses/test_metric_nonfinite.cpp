@@ -177,7 +177,7 @@ TEST_CASE("triplet_margin_loss: non-finite rows and no triplet left: NaN, zero g
     }
 }
 
-TEST_CASE("batch_hard_miner: NaN distances win, as with torch.max; the mined loss is NaN with zero gradient",
+TEST_CASE("batch_hard_miner: NaN distances win, as with torch.max, and the mined loss is NaN with zero gradient",
           "[losses][triplet][nonfinite]") {
   const Tensor clean = base_batch();
   for_each_case(clean, [&](const Tensor& emb, Device device) {
@@ -208,7 +208,7 @@ TEST_CASE("batch_hard_miner: NaN distances win, as with torch.max; the mined los
   });
 }
 
-TEST_CASE("ntxent_loss: non-finite rows: NaN, NaN gradient; zero_loss without positives",
+TEST_CASE("ntxent_loss: non-finite rows: NaN, NaN gradient, and zero_loss without positives",
           "[losses][ntxent][nonfinite]") {
   for_each_case(base_batch(), [&](const Tensor& emb, Device device) {
     const LossAndGrad r =

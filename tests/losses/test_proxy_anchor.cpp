@@ -124,7 +124,7 @@ TEST_CASE("proxy_anchor_loss: cuda equals the CPU, f64 and f32", "[losses][proxy
       {f64_randn({12, 3}, 4).cuda(), f64_randn({5, 3}, 5).cuda()});
 }
 
-TEST_CASE("proxy_anchor_loss: one class, no negatives; an empty batch gives 0 and zero gradients",
+TEST_CASE("proxy_anchor_loss: one class, no negatives, and an empty batch gives 0 and zero gradients",
           "[losses][proxy_anchor]") {
   const Tensor emb = f64_randn({4, 3}, 2), proxies = f64_randn({1, 3}, 3);
   const Tensor y = labels_of({0, 0, 0, 0});

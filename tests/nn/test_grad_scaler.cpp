@@ -115,7 +115,7 @@ TEST_CASE("grad_scaler: the scale grows after exactly growth_interval good steps
   for (int i = 0; i < 3; ++i) good_iteration(scaler, p);
   CHECK(scaler.scale_value() == 128.f);
 
-  SECTION("a growth that would overflow f32 is not applied; the tracker still restarts") {
+  SECTION("a growth that would overflow f32 is not applied, and the tracker still restarts") {
     GradScaler big({.init_scale = 3e38, .growth_interval = 1});
     p.set_grads({1, 2, 3}, {4, 5}, 1.f);  // finite: the step is good
     REQUIRE(big.step(*p.opt));

@@ -92,7 +92,7 @@ TEST_CASE("count_nonfinite on CUDA equals the CPU kernel", "[nonfinite][cuda]") 
     }
 }
 
-TEST_CASE("find_nonfinite takes any layout and dtype; describe_nonfinite names the first element",
+TEST_CASE("find_nonfinite takes any layout and dtype, and describe_nonfinite names the first element",
           "[nonfinite]") {
   // A transposed view: the index is the logical row-major one, not the storage offset.
   Tensor base = tensor<float>({1, NAN, 2, 3, 4, 5}, {2, 3});

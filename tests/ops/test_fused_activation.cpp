@@ -43,7 +43,7 @@ void check_same_as_unfused(const std::function<Tensor(const TensorList&)>& fused
 
 }  // namespace
 
-TEST_CASE("activation names round-trip; an unknown one is an error that lists the known", "[fused][errors]") {
+TEST_CASE("activation names round-trip, and an unknown one is an error that lists the known", "[fused][errors]") {
   for (Activation act : kActivations) CHECK(activation_from_name(activation_name(act)) == act);
   CHECK_THAT(error_of([] { activation_from_name("gelu"); }),
              Catch::Contains("'gelu'") && Catch::Contains("none, relu, sigmoid or tanh"));

@@ -29,7 +29,7 @@ TEST_CASE("values: comparisons broadcast and return bool", "[ops][values]") {
   CHECK(bools(eq(tensor<int64_t>({1, 5}), tensor<int64_t>({1, 4}))) == std::vector<bool>{true, false});
 }
 
-TEST_CASE("values: arg-reductions take the first extreme; NaN wins", "[ops][values]") {
+TEST_CASE("values: arg-reductions take the first extreme, and NaN wins", "[ops][values]") {
   Tensor x = tensor<float>({1, 5, 5, 0, -2, 7, 7, -2}, {2, 4});
   CHECK(argmax(x, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
   CHECK(argmin(x, 1).to_vector<int64_t>() == std::vector<int64_t>{3, 0});

@@ -41,7 +41,7 @@ TEST_CASE("nccl: one rank's collectives return their input and name the op in er
   CHECK_THROWS_WITH(group->all_reduce(zeros({2})), Contains("the nccl group works on cuda:0 tensors, got one on cpu"));
 }
 
-TEST_CASE("nccl: DDP over one rank takes a plain model's step; a global-batch loss is the loss") {
+TEST_CASE("nccl: DDP over one rank takes a plain model's step, and a global-batch loss is the loss") {
   if (!cuda::is_available()) EMBER_SKIP("no GPU visible to this process");
   auto group = init_process_group(Device::cuda());
   Generator data_gen(3);
