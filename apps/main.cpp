@@ -211,6 +211,9 @@ void add_train_seresnext_options(CLI::App& cmd, ember::apps::TrainSeresnextConfi
                                                    "micro-batches of --batch-size")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   cmd.add_option("--workers", c.workers, "loader threads decoding images (default 2)")->check(CLI::Range(1, 256));
+  cmd.add_option("--prefetch", c.prefetch, "batches decoded ahead of training (default max(2, --workers), so "
+                                           "every worker is busy)")
+      ->check(CLI::Range(1, 1024));
   cmd.add_option("--bad-images", c.bad_images, "a file that does not decode: fail (default) or skip (report it "
                                                "once, use the next image)")
       ->check(CLI::IsMember({"fail", "skip"}));

@@ -80,6 +80,7 @@ TrainSeresnextConfig config_for_resume(const TrainSeresnextConfig& given, const 
   check_resume_conflicts(c.to_json(), given.to_json(), given.explicit_keys, "train seresnext");
   c.take_run_control(given);
   c.workers = given.workers;
+  c.prefetch = given.prefetch;
   return c;
 }
 
@@ -107,7 +108,9 @@ void load_data(SeresnextRun& run) {
               "/val has other classes than ", c.data, "/train");
 }
 
-DataLoaderOptions loader_options(int64_t batch_size, bool shuffle, uint64_t seed, int workers,
+// Workers and prefetch are run control: the batches do not depend on them (Note [Per-sample
+// randomness] in datasets/data_loader.h).
+DataLoaderOptions loader_options(const TrainSeresnextConfig& c, int64_t batch_size, bool shuffle, uint64_t seed,
                                  std::shared_ptr<const Sampler> sampler) {
   DataLoaderOptions options;
   options.sampler = std::move(sampler);
@@ -115,7 +118,8 @@ DataLoaderOptions loader_options(int64_t batch_size, bool shuffle, uint64_t seed
   options.shuffle = shuffle;
   options.drop_last = false;
   options.seed = seed;
-  options.workers = workers;
+  options.workers = c.workers;
+  options.prefetch = c.resolved_prefetch();
   return options;
 }
 
@@ -149,7 +153,7 @@ SeresnextRun start_run(const TrainSeresnextConfig& c) {
   run.state.set_precision(c.precision);
   run.state.loader = std::make_unique<DataLoader>(
       run.train_data,
-      loader_options(c.step_batch(), true, c.seed + 1, c.workers, run.parallel.sampler(run.train_data->size())));
+      loader_options(c, c.step_batch(), true, c.seed + 1, run.parallel.sampler(run.train_data->size())));
   run.state.schedule = make_seresnext_schedule(c, *run.state.optimizer, batches_per_epoch(c, *run.state.loader));
   return run;
 }
@@ -172,7 +176,7 @@ void print_run_header(const SeresnextRun& run, std::ostream& out) {
       << c.accumulation()
       << (run.parallel.distributed() ? " x " + std::to_string(run.parallel.world_size()) + " ranks" : "") << " = "
       << c.step_batch() * c.ranks << " per step" << (c.sync_bn && run.parallel.distributed() ? " (synchronised batch norm)" : "")
-      << ", " << c.workers << " loader workers, "
+      << ", " << c.workers << " loader workers (prefetch " << c.resolved_prefetch() << "), "
       << num_threads() << " threads, device " << run.state.device << "\n";
 }
 
@@ -200,7 +204,7 @@ Evaluation evaluate(SeresnextRun& run) {
   run.parallel.sync_buffers(*run.trained);
   autograd::NoGradGuard no_grad;
   run.model->eval();
-  DataLoader loader(run.val_data, loader_options(256, false, 0, run.config.workers,
+  DataLoader loader(run.val_data, loader_options(run.config, 256, false, 0,
                                                  run.parallel.evaluation_sampler(run.val_data->size())));
   const int64_t k = std::min<int64_t>(5, int64_t(run.val_data->classes().size()));
   double loss_sum = 0;

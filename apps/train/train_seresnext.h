@@ -64,6 +64,7 @@ struct TrainSeresnextConfig : TrainingOptions {
   int64_t target_batch = 0;                // > batch_size * ranks: accumulate micro-batches up to it
   bool sync_bn = false;                    // under mpirun: batch norm over all ranks' batches (sync_batch_norm.h)
   int workers = 2;                         // loader threads (run control: results do not depend on it)
+  int prefetch = 0;                        // batches decoded ahead (run control); 0: resolved_prefetch()'s default
   std::string bad_images = "fail";         // fail | skip (Note [Bad images])
 
   Json to_json() const;
@@ -76,6 +77,9 @@ struct TrainSeresnextConfig : TrainingOptions {
   int64_t step_batch() const;          // images per optimizer step on one rank
   double applied_lr() const;           // lr * step_batch * ranks / 256
   int resolved_warmup_epochs() const;  // warmup_epochs, or the default above
+  // prefetch, or max(2, workers): Note [Prefetch] (datasets/data_loader.h) keeps every worker busy
+  // only with prefetch >= workers, and 2 is DataLoader's own default.
+  int resolved_prefetch() const;
 };
 
 struct TrainSeresnextResult {

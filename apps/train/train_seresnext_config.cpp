@@ -79,6 +79,7 @@ void TrainSeresnextConfig::check() const {
   EMBER_CHECK(warmup_epochs < epochs, command, ": --warmup-epochs ", warmup_epochs, " must be less than --epochs ",
               epochs);
   EMBER_CHECK(workers >= 1, command, ": workers must be at least 1, got ", workers);
+  EMBER_CHECK(prefetch >= 0, command, ": --prefetch must be at least 1 (0: the default), got ", prefetch);
   EMBER_CHECK(bad_images == "fail" || bad_images == "skip", command, ": --bad-images must be fail or skip, got '",
               bad_images, "'");
 }
@@ -96,5 +97,7 @@ int TrainSeresnextConfig::resolved_warmup_epochs() const {
   if (warmup_epochs >= 0) return warmup_epochs;
   return std::min(epochs - 1, std::max(1, int(std::lround(8.0 * epochs / 90.0))));
 }
+
+int TrainSeresnextConfig::resolved_prefetch() const { return prefetch > 0 ? prefetch : std::max(2, workers); }
 
 }  // namespace ember::apps

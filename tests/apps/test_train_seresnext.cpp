@@ -123,6 +123,46 @@ TEST_CASE("train seresnext: --resume after 1 epoch equals an uninterrupted 2-epo
   test::check_bitwise_equal(a.optimizer, b.optimizer);
 }
 
+TEST_CASE("train seresnext: --prefetch is run control, the weights and losses are the same bits at depths 1 and 3") {
+  TrainSeresnextConfig c;
+  c.workers = 1;
+  CHECK(c.resolved_prefetch() == 2);  // DataLoader's default
+  c.workers = 4;
+  CHECK(c.resolved_prefetch() == 4);  // Note [Prefetch]: >= workers keeps every worker busy
+  c.prefetch = 3;
+  CHECK(c.resolved_prefetch() == 3);
+  c.prefetch = -1;
+  CHECK_THROWS_WITH(c.check(), Catch::Contains("--prefetch must be at least 1"));
+
+  test::TempDir dir("train_seresnext_prefetch");
+  test::write_bar_folders(dir, 6);
+  TrainSeresnextConfig shallow = small_config(dir);
+  shallow.mixup = 0.2;  // augmentation and mixup draw per sample and per batch (Note [Per-sample randomness])
+  shallow.prefetch = 1;
+  shallow.log = dir.file("shallow.csv");
+  shallow.save = dir.file("shallow.safetensors");
+  TrainSeresnextConfig deep = shallow;
+  deep.prefetch = 3;
+  deep.log = dir.file("deep.csv");
+  deep.save = dir.file("deep.safetensors");
+  std::string shallow_log, deep_log;
+  const auto a = run(shallow, &shallow_log);
+  const auto b = run(deep, &deep_log);
+  CHECK(shallow_log.find("2 loader workers (prefetch 1)") != std::string::npos);
+  CHECK(deep_log.find("2 loader workers (prefetch 3)") != std::string::npos);
+
+  const TrainingCheckpoint ca = load_checkpoint(shallow.save), cb = load_checkpoint(deep.save);
+  test::check_bitwise_equal(ca.model, cb.model);
+  test::check_bitwise_equal(ca.optimizer, cb.optimizer);
+  CHECK(a.val_loss == b.val_loss);
+  CHECK(a.top1 == b.top1);
+  const std::vector<std::string> rows_a = lines_of(shallow.log), rows_b = lines_of(deep.log);
+  REQUIRE(rows_a.size() == 3);
+  REQUIRE(rows_b.size() == 3);
+  for (size_t i = 1; i < rows_a.size(); ++i)
+    for (int col : {1, 2, 3, 4}) CHECK(column(rows_a[i], col) == column(rows_b[i], col));  // losses and scores
+}
+
 TEST_CASE("train seresnext: warmup then cosine, per epoch and per step, against a hand computation") {
   Linear toy(2, 2);
   SGD sgd(toy.parameters(), {.lr = 0.8});
