@@ -71,11 +71,13 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   const double g = B > 0 ? double(grad.data<T>()[0]) / double(B) : 0.0;
   const T weight = T(g * scale), slope = T(scale);
   // Off the target, (grad / B) scale exp(scale c - lse_i); the target's weight patched after.
-  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* out) {
+  // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
+    const bool has_target = y[i] >= c0 && y[i] < c1;
+    const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
     const T neg_lse = T(-lse[i]), wt = weight, sl = slope;  // locals: not reloaded per pair
-    for (int64_t k = 0; k < c1 - c0; ++k) out[k] = wt * fast_exp(std::fma(sl, s[k], neg_lse));
-    if (y[i] >= c0 && y[i] < c1)
-      out[y[i] - c0] = T(g * arcface_weight(true, double(s[y[i] - c0]), margin, scale, lse[i]));
+    for (int64_t k = 0; k < c1 - c0; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], neg_lse));
+    if (has_target) sw[y[i] - c0] = T(g * arcface_weight(true, target_cosine, margin, scale, lse[i]));
   };
   cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, w.data<T>(), C, D, de.data<T>(), dw.data<T>(),
                                row_weights);

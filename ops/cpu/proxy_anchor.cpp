@@ -83,13 +83,15 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   T* offset = offsets.data<T>();
   for (int64_t c = 0; c < C; ++c) offset[c] = T(alpha * margin - st[2 * c + 1]);
   const T weight = T(g * alpha / double(C)), slope = T(alpha);
-  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* s, T* out) {
+  // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
+  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
+    const bool has_target = y[i] >= c0 && y[i] < c1;
+    const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
     const T* off = offset + c0;
     const T wt = weight, sl = slope;  // locals: not reloaded per pair
-    for (int64_t k = 0; k < c1 - c0; ++k) out[k] = wt * fast_exp(std::fma(sl, s[k], off[k]));
-    if (y[i] >= c0 && y[i] < c1)
-      out[y[i] - c0] =
-          T(g * proxy_anchor_weight(true, double(s[y[i] - c0]), margin, alpha, st[2 * y[i]], classes));
+    for (int64_t k = 0; k < c1 - c0; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], off[k]));
+    if (has_target)
+      sw[y[i] - c0] = T(g * proxy_anchor_weight(true, target_cosine, margin, alpha, st[2 * y[i]], classes));
   };
   cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, p.data<T>(), C, D, de.data<T>(), dp.data<T>(),
                                row_weights);
