@@ -246,8 +246,10 @@ void bench_inference(const Subject& s, const BenchSeresnextOptions& o, std::ostr
       if (!inserted && l.avg_ms < it->second.avg_ms) it->second = l;
     }
     if (!o.with_pytorch) continue;
-    auto p = peer_run(s, o.device, {"infer", "--batches", join(batches), "--warmup", std::to_string(o.infer_warmup), "--iters",
-                          std::to_string(o.infer_iters)});
+    // The peer stops at the cap too, so that a batch list ember runs quickly cannot keep a slower
+    // peer busy for minutes per call (its missing rows read n/a).
+    auto p = peer_run(s, o.device, {"infer", "--batches", join(batches), "--warmup", std::to_string(o.infer_warmup),
+                                    "--iters", std::to_string(o.infer_iters), "--cap-s", std::to_string(o.infer_cap_s)});
     for (int64_t b : batches) {  // a round's three percentiles stay together: the round with the best average
       const std::string key = "infer " + std::to_string(b) + " ";
       auto avg = p.find(key + "avg_ms");

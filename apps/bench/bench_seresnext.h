@@ -9,7 +9,8 @@
 //     allocator's peak; PyTorch: the growth of the peak resident set);
 //   - inference (eval mode, no autograd): latency avg / p95 / p99 in ms and img/s at batch
 //     1, 2, 4, ... up to --max-infer-batch, over --infer-iters calls after --infer-warmup. A
-//     batch whose first call exceeds --infer-cap-s ends the list for both frameworks.
+//     batch whose first call exceeds --infer-cap-s ends the list for both frameworks, and one
+//     whose first call in PyTorch exceeds it ends PyTorch's (its later rows read n/a).
 //
 // On cuda (--device cuda, a GPU) both sides run there: ember's caching allocator and
 // torch.cuda.max_memory_allocated give the peaks, a device synchronisation ends each timed
