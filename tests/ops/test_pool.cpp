@@ -45,6 +45,24 @@ TEST_CASE("pooling by hand on a 4x4 plane", "[pool]") {
   REQUIRE(max_pool2d(x.reshape({1, 4, 4}), 2).shape() == Shape{1, 2, 2});
 }
 
+// Note [Window sums] in ops/cpu/pool.cpp: planes of 32 values and more are summed in lanes. The
+// sizes straddle the lane count and leave every tail length; the reference sums in f64.
+TEST_CASE("adaptive_avg_pool2d: global averages of long planes in lanes match an f64 sum", "[pool]") {
+  Generator gen(7);
+  for (int64_t side : {5, 6, 7, 9, 14, 56}) {
+    INFO("plane " << side << " x " << side);
+    const Tensor x = add(randn({2, 3, side, side}, {}, &gen), 1.0);  // a mean away from 0
+    const Tensor expected = mean(x.to(DType::f64), {2, 3}, true).to(DType::f32);
+    CHECK_THAT(adaptive_avg_pool2d(x, 1), test::all_close(expected, 1e-6, 1e-6));
+    // Run twice: the lanes' order is fixed, so the result is too.
+    CHECK_THAT(adaptive_avg_pool2d(x, 1), test::all_close(adaptive_avg_pool2d(x, 1), 0, 0));
+  }
+  // Windows narrower than the plane (two columns of output) keep the row-by-row sum.
+  const Tensor x = randn({1, 2, 40, 40}, {}, &gen);
+  const Tensor expected = adaptive_avg_pool2d(x.to(DType::f64), {1, 2}).to(DType::f32);
+  CHECK_THAT(adaptive_avg_pool2d(x, {1, 2}), test::all_close(expected, 1e-6, 1e-6));
+}
+
 TEST_CASE("max_pool2d: NaN wins its window, padding never does", "[pool]") {
   Tensor x = full({1, 1, 2, 2}, -1e30);
   x.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
