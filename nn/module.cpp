@@ -42,11 +42,13 @@ Tensor Module::operator()(const Tensor& x) {
 
 Tensor Module::call_activated(const Tensor& x, Module& activation_module, Activation act) {
   Tensor y = forward_activated(x, act);
-  if (summary_recorder) {
-    record_call(*this, y.shape());
-    record_call(activation_module, y.shape());
-  }
+  record_fused_call(y.shape());
+  activation_module.record_fused_call(y.shape());
   return y;
+}
+
+void Module::record_fused_call(const Shape& output_shape) {
+  if (summary_recorder) record_call(*this, output_shape);
 }
 
 void Module::check_new_name(const std::string& name) const {

@@ -66,6 +66,10 @@ class Module {
   // Runs forward_activated on behalf of this module and `activation_module` (which summary()
   // then shows with the same output shape), like operator() does for one module.
   Tensor call_activated(const Tensor& x, Module& activation_module, Activation act);
+  // Tells summary() that this module produced `output_shape` in a call whose arithmetic another
+  // module's kernel did (a batch norm folded into its convolution: Note [Folded batch norm] in
+  // nn/conv_bn.h). Nothing runs.
+  void record_fused_call(const Shape& output_shape);
 
   // Multiply-accumulates of one call that produced `output_shape` (Note [Counting MACs]);
   // 0 unless the layer overrides it.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "nn/checkpoint.h"
+#include "nn/conv_bn.h"
 #include "nn/conv_layers.h"
 #include "nn/grad_scaler.h"
 #include "nn/init.h"

@@ -36,6 +36,7 @@ class BatchNorm : public Module {
   Tensor& bias() { return bias_; }
   Tensor& running_mean() { return running_mean_; }
   Tensor& running_var() { return running_var_; }
+  double eps() const { return eps_; }
   // While training, normalise with the statistics of every replica's batch together (Note
   // [Synchronised batch statistics]); null: this replica's batch alone (the default).
   void synchronise_with(std::shared_ptr<BatchStatsExchange> exchange) { exchange_ = std::move(exchange); }

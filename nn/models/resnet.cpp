@@ -11,11 +11,12 @@ ResNetStem::ResNetStem(StemKind kind, int64_t width, Generator* gen) : Module("R
   bn_ = register_module("bn", resnet_bn(width));
   relu_ = register_module("relu", std::make_shared<ReLU>());
   if (imagenet) pool_ = register_module("pool", std::make_shared<MaxPool2d>(3, 2, 1));
+  conv_bn_ = std::make_unique<ConvBn>(conv_, bn_);
 }
 
 Tensor ResNetStem::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() == 4 && x.size(1) == 3, "ResNet: expected images (N, 3, H, W), got shape ", shape_str(x.shape()));
-  const Tensor y = bn_->call_activated((*conv_)(x), *relu_, Activation::relu);
+  const Tensor y = (*conv_bn_)(x, relu_.get(), Activation::relu);
   return pool_ ? (*pool_)(y) : y;
 }
 

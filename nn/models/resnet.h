@@ -47,6 +47,7 @@ class ResNetStem : public Module {
   std::shared_ptr<BatchNorm2d> bn_;
   std::shared_ptr<ReLU> relu_;
   std::shared_ptr<MaxPool2d> pool_;  // null for the cifar stem
+  std::unique_ptr<ConvBn> conv_bn_;  // folds in evaluation (Note [Folded batch norm] in nn/conv_bn.h)
 };
 
 // x: (N, C, H, W) -> (N, classes): global average pool -> flatten -> Linear(C -> classes).

@@ -56,18 +56,27 @@ Bottleneck::Bottleneck(BottleneckOptions o, Generator* gen) : Module("Bottleneck
   bn3_ = register_module("bn3", resnet_bn(out));
   relu_ = register_module("relu", std::make_shared<ReLU>());
   if (o.se_squeeze > 0) se_ = register_module("se", std::make_shared<SqueezeExcitation>(out, o.se_squeeze, gen));
+  conv_bn1_ = std::make_unique<ConvBn>(conv1_, bn1_);
+  conv_bn2_ = std::make_unique<ConvBn>(conv2_, bn2_);
+  conv_bn3_ = std::make_unique<ConvBn>(conv3_, bn3_);
   if (o.stride != 1 || o.in != out) {
     downsample_ = register_module("downsample", std::make_shared<Sequential>());
-    downsample_->push_back(resnet_conv(o.in, out, 1, o.stride, 1, gen));
-    downsample_->push_back(resnet_bn(out));
+    auto conv = resnet_conv(o.in, out, 1, o.stride, 1, gen);
+    auto bn = resnet_bn(out);
+    downsample_->push_back(conv);
+    downsample_->push_back(bn);
+    downsample_conv_bn_ = std::make_unique<ConvBn>(conv, bn);
   }
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = bn1_->call_activated((*conv1_)(x), *relu_, Activation::relu);
-  out = bn2_->call_activated((*conv2_)(out), *relu_, Activation::relu);
-  out = (*bn3_)((*conv3_)(out));
-  const Tensor residual = downsample_ ? (*downsample_)(x) : x;
+  Tensor out = (*conv_bn1_)(x, relu_.get(), Activation::relu);
+  out = (*conv_bn2_)(out, relu_.get(), Activation::relu);
+  out = (*conv_bn3_)(out);
+  // The downsample Sequential runs its modules itself unless the pair folds.
+  const Tensor residual = !downsample_                        ? x
+                          : downsample_conv_bn_->folds()      ? (*downsample_conv_bn_)(x)
+                                                              : (*downsample_)(x);
   if (se_) return se_tail(out, (*se_)(out), residual);
   return relu(add(out, residual));
 }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/rng.h"
+#include "nn/conv_bn.h"
 #include "nn/conv_layers.h"
 #include "nn/layers.h"
 #include "nn/norm_layers.h"
@@ -73,6 +74,9 @@ class Bottleneck : public Module {
   std::shared_ptr<ReLU> relu_;
   std::shared_ptr<SqueezeExcitation> se_;     // null without SE
   std::shared_ptr<Sequential> downsample_;    // null for an identity shortcut
+  // conv -> bn pairs, folded in evaluation (Note [Folded batch norm] in nn/conv_bn.h).
+  std::unique_ptr<ConvBn> conv_bn1_, conv_bn2_, conv_bn3_;
+  std::unique_ptr<ConvBn> downsample_conv_bn_;  // null for an identity shortcut
 };
 
 }  // namespace ember
