@@ -25,9 +25,9 @@ Tensor ConvBn::operator()(const Tensor& x, Module* activation_module, Activation
     bn_->record_fused_call(z.shape());
     return z;
   }
-  const auto [weight, bias] = folded();
+  const Fold fold = folded();
   const Conv2dOptions& o = conv_->options();
-  Tensor y = conv2d(x, weight, bias, o.stride, o.padding, o.dilation, o.groups, act);
+  Tensor y = conv2d(x, fold.weight, fold.bias, o.stride, o.padding, o.dilation, o.groups, act, fold.pack.get());
   conv_->record_fused_call(y.shape());
   bn_->record_fused_call(y.shape());
   if (activation_module) activation_module->record_fused_call(y.shape());
@@ -36,18 +36,17 @@ Tensor ConvBn::operator()(const Tensor& x, Module* activation_module, Activation
 
 void ConvBn::release_fold() {
   std::lock_guard<std::mutex> lock(mutex_);
-  folded_weight_ = {};
-  folded_bias_ = {};
+  fold_ = {};
   stamps_ = {};
 }
 
-std::pair<Tensor, Tensor> ConvBn::folded() {
+ConvBn::Fold ConvBn::folded() {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::array<Tensor, 6> sources{conv_->weight(), conv_->bias(), bn_->weight(), bn_->bias(), bn_->running_mean(),
                                       bn_->running_var()};
-  bool fresh = folded_weight_.defined();
+  bool fresh = fold_.weight.defined();
   for (size_t i = 0; i < sources.size(); ++i) fresh = fresh && stamps_[i].matches(sources[i]);
-  if (fresh) return {folded_weight_, folded_bias_};
+  if (fresh) return fold_;
   autograd::NoGradGuard no_grad;
   const Tensor& w = conv_->weight();
   const Tensor invstd = rsqrt(add(bn_->running_var(), bn_->eps()));
@@ -55,10 +54,9 @@ std::pair<Tensor, Tensor> ConvBn::folded() {
   Tensor shift = neg(mul(bn_->running_mean(), scale));                                 // t without beta
   if (bn_->bias().defined()) shift = add(shift, bn_->bias());
   if (conv_->bias().defined()) shift = add(shift, mul(conv_->bias(), scale));
-  folded_weight_ = mul(w, scale.reshape({w.size(0), 1, 1, 1}));
-  folded_bias_ = shift;
+  fold_ = {mul(w, scale.reshape({w.size(0), 1, 1, 1})), shift, std::make_shared<Conv2dWeightPack>()};
   for (size_t i = 0; i < sources.size(); ++i) stamps_[i] = TensorStamp(sources[i]);
-  return {folded_weight_, folded_bias_};
+  return fold_;
 }
 
 }  // namespace ember

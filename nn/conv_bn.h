@@ -9,11 +9,11 @@
 #include <array>
 #include <memory>
 #include <mutex>
-#include <utility>
 
 #include "nn/conv_layers.h"
 #include "nn/norm_layers.h"
-#include "nn/tensor_stamp.h"
+#include "ops/conv_weight_pack.h"
+#include "core/tensor_stamp.h"
 
 namespace ember {
 
@@ -32,7 +32,9 @@ namespace ember {
 // autograd already requires). Folding rounds w * s once, so results differ from the unfused modules
 // by a few ulps. Threads sharing a model in eval mode share the folded tensors: a mutex guards
 // their refresh. A call that does not fold (training) drops them, so a model trained between
-// evaluations does not carry a second copy of its convolution weights.
+// evaluations does not carry a second copy of its convolution weights. The folded weight also stays
+// packed for the CPU GEMM between calls (a Conv2dWeightPack, Note [Conv weight packs] in
+// ops/cpu/conv.cpp): evaluation holds up to two more copies of the convolution weights.
 class ConvBn {
  public:
   ConvBn(std::shared_ptr<Conv2d> conv, std::shared_ptr<BatchNorm> bn);
@@ -42,14 +44,18 @@ class ConvBn {
   bool folds() const;
 
  private:
+  struct Fold {
+    Tensor weight, bias;
+    std::shared_ptr<Conv2dWeightPack> pack;  // the folded weight, packed by its first forward
+  };
   // The folded weight and bias, refreshed first if a source changed.
-  std::pair<Tensor, Tensor> folded();
+  Fold folded();
   void release_fold();
 
   std::shared_ptr<Conv2d> conv_;
   std::shared_ptr<BatchNorm> bn_;
-  std::mutex mutex_;  // guards the three below
-  Tensor folded_weight_, folded_bias_;
+  std::mutex mutex_;  // guards the two below
+  Fold fold_;
   std::array<TensorStamp, 6> stamps_;  // of the sources the folded tensors came from
 };
 

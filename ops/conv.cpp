@@ -58,8 +58,9 @@ Conv2dGeometry conv2d_geometry(const Shape& xs, const Shape& ws, IntPair stride,
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride, IntPair padding, IntPair dilation,
-              int64_t groups, Activation act) {
+              int64_t groups, Activation act, Conv2dWeightPack* pack) {
   EMBER_CHECK(x.defined() && w.defined(), "conv2d: expected defined input and weight");
+  // The low-precision weights are a new tensor every call: nothing to keep packed.
   if (autocast_dtype() && (x.dtype() == DType::f32 || w.dtype() == DType::f32))  // Note [Autocast policy]
     return conv2d(autocast_low(x), autocast_low(w), autocast_low(b), stride, padding, dilation, groups, act);
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
@@ -78,7 +79,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
   {
     const autograd::NoGradGuard untracked;  // copies of the operands: nodes nothing would consume
     conv2d_forward_kernel(x.device(), g, x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(),
-                          act, y);
+                          act, y, pack);
   }
   if (needs_grad({x, w, b})) {
     const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);

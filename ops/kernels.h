@@ -24,6 +24,10 @@
 #include "ops/pair_tiles.h"
 #include "ops/reduce_op.h"
 
+namespace ember {
+class Conv2dWeightPack;  // ops/conv_weight_pack.h
+}  // namespace ember
+
 namespace ember::cpu {
 
 // ---- elementwise (elementwise.cpp) --------------------------------------------------------
@@ -151,8 +155,10 @@ void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double
 // always "gemm+col2im".
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
 // = act(conv + b), activated block by block as the GEMM finishes it.
+// `pack` (may be null): where the f32 GEMM algorithms keep w packed between calls
+// (ops/conv_weight_pack.h); CUDA ignores it.
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                    const Tensor& y);
+                    const Tensor& y, Conv2dWeightPack* pack);
 // dy (N, Cout, Ho, Wo), w (Cout, Cin/groups, kH, kW) -> dx (N, Cin, H, W).
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 // x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).

@@ -112,16 +112,34 @@
 #include <cstdlib>
 #include <string_view>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/conv_weight_pack.h"
 #include "ops/kernels.h"
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_planes_avx512.h"
 #include "ops/cpu/gemm_prepacked.h"
 #include "ops/cpu/gemm_typed.h"
+
+namespace ember {
+
+// Note [Conv weight packs]: a forward packs its weights into the GEMM's micro-panels on every
+// call, once per call for all images (Note [Prepacked A] in gemm_packed.cpp) or per GEMM. For
+// inference at batch 1 that is a transposing pass over every weight of the network per image,
+// about a tenth of a batch-1 se_resnext50_32x4d forward's CPU time (perf, Zen 5). A caller that
+// runs many forwards with the same weights (the folded eval-mode layers of nn/conv_bn.h) keeps
+// them packed in a Conv2dWeightPack, rebuilt when the weights change (ops/conv_weight_pack.h).
+// The micro-kernels read the same panels either way, so the bits do not change. It costs a
+// second copy of the packed layers' weights for as long as the caller keeps the pack.
+struct Conv2dWeightPack::Panels {
+  std::vector<cpu::PackedA> groups;  // op(A) = w[grp] of the forward's GEMMs, one per group
+};
+
+}  // namespace ember
 
 namespace ember::cpu {
 namespace {
@@ -192,23 +210,30 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1,
 
 // Every group's weights as op(A) of the GEMMs of a pass, op(A) = w[grp] (M, K) or its transpose,
 // packed once per call where the f32 GEMM is ember's and more than one GEMM multiplies them
-// (Note [Prepacked A] in gemm_packed.cpp); other types and single GEMMs call gemm_typed.
+// (Note [Prepacked A] in gemm_packed.cpp), or once for many calls where the caller keeps a pack
+// (Note [Conv weight packs]); other types and single GEMMs call gemm_typed.
 template <class T>
 class GroupWeights {
  public:
-  GroupWeights(const T* w, bool trans, int64_t groups, int64_t M, int64_t K, int64_t gemms_per_group)
-      : w_(w), trans_(trans), rows_(trans ? K : M), depth_(trans ? M : K), group_(M * K) {
+  GroupWeights(const Tensor& w, bool trans, int64_t groups, int64_t M, int64_t K, int64_t gemms_per_group,
+               Conv2dWeightPack* pack = nullptr)
+      : w_(w.data<T>()), trans_(trans), rows_(trans ? K : M), depth_(trans ? M : K), group_(M * K) {
     if constexpr (std::is_same_v<T, float>) {
-      if (f32_gemm_is_ember() && gemms_per_group > 1 && depth_ > 0)
-        for (int64_t grp = 0; grp < groups; ++grp)
-          packed_.push_back(pack_a(trans, rows_, depth_, w + grp * group_, K));
+      if (!f32_gemm_is_ember() || depth_ == 0) return;
+      auto build = [&] {
+        auto panels = std::make_shared<Conv2dWeightPack::Panels>();
+        for (int64_t grp = 0; grp < groups; ++grp) panels->groups.push_back(pack_a(trans, rows_, depth_, w_ + grp * group_, K));
+        return std::shared_ptr<const Conv2dWeightPack::Panels>(std::move(panels));
+      };
+      if (pack && !trans) panels_ = pack->panels_for(w, build);
+      else if (gemms_per_group > 1) panels_ = build();
     }
   }
   // C (rows, N) = act(op(w[grp]) B + beta C + bias), B (depth, N) row-major.
   void gemm(int64_t grp, int64_t N, const T* B, int64_t ldb, acc_t<T> beta, acc_t<T>* C, int64_t ldc,
             Activation act = Activation::none, GemmBias<acc_t<T>> bias = {}) const {
     if constexpr (std::is_same_v<T, float>) {
-      if (!packed_.empty()) return gemm_packed_a(packed_[size_t(grp)], false, N, B, ldb, beta, C, ldc, act, bias);
+      if (panels_) return gemm_packed_a(panels_->groups[size_t(grp)], false, N, B, ldb, beta, C, ldc, act, bias);
     }
     const int64_t lda = trans_ ? rows_ : depth_;
     gemm_typed<T>(trans_, false, rows_, N, depth_, w_ + grp * group_, lda, B, ldb, beta, C, ldc, act, bias);
@@ -218,7 +243,7 @@ class GroupWeights {
   const T* w_;
   bool trans_;
   int64_t rows_, depth_, group_;
-  std::vector<PackedA> packed_;
+  std::shared_ptr<const Conv2dWeightPack::Panels> panels_;  // null: gemm_typed packs per GEMM
 };
 
 // Output rows per column slice: at most kSliceBytes of columns (Note [Column slices]), and
@@ -297,12 +322,11 @@ void col2im(const Conv2dGeometry& g, const acc_t<T>* col, T* dx, int64_t c0, int
 // "direct" input gradient is f32/f64 only: bf16 takes gemm+col2im.
 template <class T>
 void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                   const Tensor& y) {
+                   const Tensor& y, Conv2dWeightPack* pack) {
   using A = acc_t<T>;
   constexpr bool in_place = std::is_same_v<T, A>;  // the GEMM writes y itself
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
   const T* xp = x.data<T>();
-  const T* wp = w.data<T>();
   const BiasFor<T> bias(b);
   T* yp = y.data<T>();
   // Tasks are (image, group, row slice): slices write disjoint output columns.
@@ -313,7 +337,7 @@ void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   const int64_t slices = (g.out_h + rows - 1) / rows;
   const int64_t col_bytes = g.is_pointwise() ? 0 : aligned_bytes(K * rows * g.out_w, sizeof(T));
   const int64_t acc_bytes = in_place ? 0 : aligned_bytes(M * rows * g.out_w, sizeof(A));
-  const GroupWeights<T> weights(wp, false, G, M, K, g.batch * slices);
+  const GroupWeights<T> weights(w, false, G, M, K, g.batch * slices, pack);
   for_each_item(g.batch * G * slices, col_bytes + acc_bytes, [&](int64_t item, std::byte* ws) {
     const int64_t n = item / (G * slices), grp = item / slices % G, oh0 = item % slices * rows;
     const int64_t oh1 = std::min(g.out_h, oh0 + rows), width = (oh1 - oh0) * g.out_w;
@@ -344,9 +368,8 @@ void input_grad_typed(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w
   const int64_t G = g.groups, M = g.out_channels_per_group(), K = g.patch_size(), L = g.out_plane();
   const int64_t cg = g.in_channels_per_group(), image = g.in_channels * g.in_plane();
   const T* dyp = dy.data<T>();
-  const T* wp = w.data<T>();
   T* dxp = dx.data<T>();
-  const GroupWeights<T> weights(wp, true, G, M, K, g.batch);  // op(A) = w[grp]^T (K, M)
+  const GroupWeights<T> weights(w, true, G, M, K, g.batch);  // op(A) = w[grp]^T (K, M)
   for_each_item(g.batch * G, in_place ? 0 : aligned_bytes(K * L, sizeof(A)), [&](int64_t item, std::byte* ws) {
     const int64_t n = item / G, grp = item % G;
     A* dcol = reinterpret_cast<A*>(ws);
@@ -498,9 +521,9 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
 }
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                    const Tensor& y) {
+                    const Tensor& y, Conv2dWeightPack* pack) {
   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
-  dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y); });
+  dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   if (use_direct_input_grad_f32(g, dy.dtype())) return conv2d_direct_input_grad_f32(g, dy, w, dx);

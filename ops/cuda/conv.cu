@@ -251,12 +251,13 @@ void conv2d_weight_grad_reduced(const Conv2dGeometry& g, const Tensor& x, const 
   reduced::store_rounded(x.dtype(), dw32.data<float>(), dw_elements, {}, Activation::none, reduced::mutable_bits(dw));
 }
 
+// The weight pack is the CPU GEMM's (ops/conv_weight_pack.h): nothing here reads it.
 void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                         const Tensor& y) {
+                         const Tensor& y, Conv2dWeightPack* /*pack*/) {
   if (is_reduced_float(x.dtype())) {
     if (reduced::tensor_cores_usable()) return conv2d_forward_reduced(g, x, w, b, act, y);
     const Tensor x32 = reduced::widened_copy(x), w32 = reduced::widened_copy(w), b32 = reduced::widened_copy(b);
-    return reduced::through_f32(y, [&](const Tensor& y32) { conv2d_forward_cuda(g, x32, w32, b32, act, y32); });
+    return reduced::through_f32(y, [&](const Tensor& y32) { conv2d_forward_cuda(g, x32, w32, b32, act, y32, nullptr); });
   }
   dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
     const Tensor columns = column_workspace<T>(g, x);

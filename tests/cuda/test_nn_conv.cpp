@@ -48,8 +48,8 @@ void check_conv(const ConvCase& c, DType dtype, double rtol, double atol) {
   const Tensor xd = to_cuda(x), wd = to_cuda(w), bd = to_cuda(b), dyd = to_cuda(dy);
 
   Tensor y = empty(y_shape, {.dtype = dtype}), yd = test::empty_cuda(y_shape, dtype);
-  conv2d_forward_kernel(Device::cpu(), g, x, w, b, c.act, y);
-  conv2d_forward_kernel(Device::cuda(), g, xd, wd, bd, c.act, yd);
+  conv2d_forward_kernel(Device::cpu(), g, x, w, b, c.act, y, nullptr);
+  conv2d_forward_kernel(Device::cuda(), g, xd, wd, bd, c.act, yd, nullptr);
   CHECK_THAT(to_cpu(yd), all_close(y, rtol, atol));
 
   Tensor dx = empty(c.x, {.dtype = dtype}), dxd = test::empty_cuda(c.x, dtype);

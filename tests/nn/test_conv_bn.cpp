@@ -118,7 +118,7 @@ TEST_CASE("conv_bn: the fold is rebuilt after every change to a source") {
   CHECK_THAT(y32, test::all_close(unfolded(p, x32, Activation::none), 1e-5, 1e-5));
 }
 
-TEST_CASE("conv_bn: training, or gradients on in eval mode, run the modules themselves") {
+TEST_CASE("conv_bn: training or eval mode with gradients on runs the modules themselves") {
   Generator gen(5);
   const Pair p = make_pair({.in = 3, .out = 4, .kernel = 3, .padding = 1, .bias = false}, true, gen);
   ConvBn conv_bn(p.conv, p.bn);
