@@ -3,11 +3,12 @@
 namespace ember {
 
 std::shared_ptr<const Conv2dWeightPack::Panels> Conv2dWeightPack::panels_for(
-    const Tensor& w, const std::function<std::shared_ptr<const Panels>()>& build) {
+    const Tensor& w, int64_t groups, const std::function<std::shared_ptr<const Panels>()>& build) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (panels_ && stamp_.matches(w)) return panels_;
+  if (panels_ && groups_ == groups && stamp_.matches(w)) return panels_;
   panels_ = build();
   stamp_ = TensorStamp(w);
+  groups_ = groups;
   ++builds_;
   return panels_;
 }

@@ -16,7 +16,7 @@ ResNetStem::ResNetStem(StemKind kind, int64_t width, Generator* gen) : Module("R
 
 Tensor ResNetStem::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() == 4 && x.size(1) == 3, "ResNet: expected images (N, 3, H, W), got shape ", shape_str(x.shape()));
-  const Tensor y = (*conv_bn_)(x, relu_.get(), Activation::relu);
+  const Tensor y = (*conv_bn_)(x, *relu_, Activation::relu);
   return pool_ ? (*pool_)(y) : y;
 }
 

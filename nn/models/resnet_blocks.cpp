@@ -70,13 +70,11 @@ Bottleneck::Bottleneck(BottleneckOptions o, Generator* gen) : Module("Bottleneck
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = (*conv_bn1_)(x, relu_.get(), Activation::relu);
-  out = (*conv_bn2_)(out, relu_.get(), Activation::relu);
+  Tensor out = (*conv_bn1_)(x, *relu_, Activation::relu);
+  out = (*conv_bn2_)(out, *relu_, Activation::relu);
   out = (*conv_bn3_)(out);
-  // The downsample Sequential runs its modules itself unless the pair folds.
-  const Tensor residual = !downsample_                        ? x
-                          : downsample_conv_bn_->folds()      ? (*downsample_conv_bn_)(x)
-                                                              : (*downsample_)(x);
+  // The downsample Sequential's two modules, run (or folded) by their ConvBn.
+  const Tensor residual = downsample_ ? (*downsample_conv_bn_)(x) : x;
   if (se_) return se_tail(out, (*se_)(out), residual);
   return relu(add(out, residual));
 }

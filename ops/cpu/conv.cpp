@@ -225,7 +225,7 @@ class GroupWeights {
         for (int64_t grp = 0; grp < groups; ++grp) panels->groups.push_back(pack_a(trans, rows_, depth_, w_ + grp * group_, K));
         return std::shared_ptr<const Conv2dWeightPack::Panels>(std::move(panels));
       };
-      if (pack && !trans) panels_ = pack->panels_for(w, build);
+      if (pack && !trans) panels_ = pack->panels_for(w, groups, build);
       else if (gemms_per_group > 1) panels_ = build();
     }
   }

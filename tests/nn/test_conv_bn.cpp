@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ember.h"
+#include "ops/autocast.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -63,8 +64,9 @@ TEST_CASE("conv_bn: folded in eval mode it equals the convolution and batch norm
     const Tensor x = randn({2, c.conv.in, 9, 9}, {.dtype = DType::f64}, &gen);
     autograd::NoGradGuard no_grad;
     REQUIRE(conv_bn.folds());
-    const Tensor y = conv_bn(x, c.act == Activation::relu ? &relu : nullptr, c.act);
+    const Tensor y = c.act == Activation::relu ? conv_bn(x, relu, c.act) : conv_bn(x);
     CHECK_THAT(y, test::all_close(unfolded(p, x, c.act), 1e-12, 1e-12));
+    CHECK(conv_bn.folds_built() == 1);
     // The statistics are used, not updated.
     CHECK(p.bn->state_dict().at("num_batches_tracked").item() == 0);
   }
@@ -78,10 +80,14 @@ TEST_CASE("conv_bn: the fold is rebuilt after every change to a source") {
   ConvBn conv_bn(p.conv, p.bn);
   const Tensor x = randn({1, 4, 5, 5}, {.dtype = DType::f64}, &gen);
   const TensorOptions f64{.dtype = DType::f64};
+  int64_t builds = 0;
   auto check_fresh = [&](const char* change) {
     INFO("after " << change);
     autograd::NoGradGuard no_grad;
     CHECK_THAT(conv_bn(x), test::all_close(unfolded(p, x, Activation::none), 1e-12, 1e-12));
+    CHECK(conv_bn.folds_built() == ++builds);  // rebuilt once, for this change
+    CHECK_THAT(conv_bn(x), test::all_close(unfolded(p, x, Activation::none), 1e-12, 1e-12));
+    CHECK(conv_bn.folds_built() == builds);    // and kept for the next call
   };
   check_fresh("nothing");
   {
@@ -118,6 +124,23 @@ TEST_CASE("conv_bn: the fold is rebuilt after every change to a source") {
   CHECK_THAT(y32, test::all_close(unfolded(p, x32, Activation::none), 1e-5, 1e-5));
 }
 
+TEST_CASE("conv_bn: bf16 convolution weights with f32 batch norm fold in f32 and round once") {
+  Generator gen(8);
+  Pair p = make_pair({.in = 16, .out = 24, .kernel = 1, .bias = false}, true, gen);
+  p.conv->to(DType::bf16);  // the 16-bit layout of Note [16-bit batch norm]: the batch norm stays f32
+  p.bn->to(DType::f32);
+  p.conv->eval();
+  p.bn->eval();
+  ConvBn conv_bn(p.conv, p.bn);
+  const Tensor x = randn({2, 16, 5, 5}, {}, &gen).to(DType::bf16);
+  autograd::NoGradGuard no_grad;
+  const Tensor y = conv_bn(x);
+  CHECK(y.dtype() == DType::bf16);
+  CHECK(conv_bn.folds_built() == 1);
+  // bf16 keeps 8 bits: the folded weights round once, the unfused output once.
+  CHECK_THAT(y.to(DType::f32), test::all_close(unfolded(p, x, Activation::none).to(DType::f32), 3e-2, 3e-2));
+}
+
 TEST_CASE("conv_bn: training or eval mode with gradients on runs the modules themselves") {
   Generator gen(5);
   const Pair p = make_pair({.in = 3, .out = 4, .kernel = 3, .padding = 1, .bias = false}, true, gen);
@@ -140,7 +163,11 @@ TEST_CASE("conv_bn: training or eval mode with gradients on runs the modules the
   {
     autograd::NoGradGuard no_grad;
     CHECK(conv_bn.folds());
+    // Under autocast batch norm may widen what the convolution rounds (Note [Folded batch norm]).
+    const AutocastGuard autocast(DType::bf16);
+    CHECK_FALSE(conv_bn.folds());
   }
+  CHECK(conv_bn.folds_built() == 0);
   // A pair that does not match is refused at construction.
   CHECK_THAT(test::error_of([&] { ConvBn(p.conv, std::make_shared<BatchNorm2d>(5)); }),
              Catch::Contains("4 output channels but the batch norm normalises 5"));
@@ -153,8 +180,22 @@ TEST_CASE("conv_bn: se_resnext_cifar in eval mode gives the same logits folded a
   for (int step = 0; step < 2; ++step) (*net)(x);  // training steps: running statistics away from 0 and 1
   net->eval();
   const Tensor unfolded_logits = (*net)(x).detach();  // gradients on: the modules one by one
+  Allocator& cpu = allocator_for(Device::cpu());
+  int64_t conv_weight_bytes = 0;
+  for (const auto& [name, p] : net->named_parameters())
+    if (p.dim() == 4) conv_weight_bytes += int64_t(p.nbytes());
   autograd::NoGradGuard no_grad;
-  CHECK_THAT((*net)(x), test::all_close(unfolded_logits, 1e-4, 1e-4));
+  const int64_t before = cpu.stats().allocated_bytes;
+  const Tensor folded_logits = (*net)(x);
+  CHECK_THAT(folded_logits, test::all_close(unfolded_logits, 1e-4, 1e-4));
+  // The folds happened: their weights (and packs) stay allocated for the next call.
+  CHECK(cpu.stats().allocated_bytes - before - int64_t(folded_logits.nbytes()) >= conv_weight_bytes);
+  {  // a training call drops them again
+    net->train();
+    (*net)(x);
+    net->eval();
+  }
+  CHECK(cpu.stats().allocated_bytes - before - int64_t(folded_logits.nbytes()) < conv_weight_bytes);
   // summary() still shows every batch norm and activation with its output shape.
   for (const auto& row : net->profile({1, 3, 32, 32}).rows) {
     INFO(row.name);

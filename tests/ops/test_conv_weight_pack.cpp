@@ -67,12 +67,18 @@ TEST_CASE("conv weight pack: packs again after the weights change or for other w
   // In place: a new version of the same storage.
   w.mul_(-0.5);
   CHECK_THAT(conv2d(x, w, {}, 1, 0, 1, 1, Activation::none, &pack), test::all_close(conv2d(x, w), 0, 0));
-  // Other weights of the same shape, then another view of the same storage.
+  // Other weights of the same shape.
   const Tensor other = randn({40, 32, 1, 1}, {}, &gen);
   CHECK_THAT(conv2d(x, other, {}, 1, 0, 1, 1, Activation::none, &pack), test::all_close(conv2d(x, other), 0, 0));
-  const Tensor rows = w.narrow(0, 8, 24);  // output channels 8..31: same storage, another offset
+  // Another view of the storage the pack holds: output channels 8..31, another offset.
+  conv2d(x, w, {}, 1, 0, 1, 1, Activation::none, &pack);
+  const Tensor rows = w.narrow(0, 8, 24);
   CHECK_THAT(conv2d(x, rows, {}, 1, 0, 1, 1, Activation::none, &pack), test::all_close(conv2d(x, rows), 0, 0));
-  CHECK(pack.builds() == (packs ? 4 : 0));
+  // The same weights cut into two groups: an input with twice the channels, 20 outputs a group.
+  const Tensor x2 = randn({1, 64, 5, 5}, {}, &gen);
+  conv2d(x, w, {}, 1, 0, 1, 1, Activation::none, &pack);
+  CHECK_THAT(conv2d(x2, w, {}, 1, 0, 1, 2, Activation::none, &pack), test::all_close(conv2d(x2, w, {}, 1, 0, 1, 2), 0, 0));
+  CHECK(pack.builds() == (packs ? 7 : 0));
 }
 
 TEST_CASE("conv weight pack: threads sharing one pack all get the unpacked result") {
