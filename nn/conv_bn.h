@@ -1,19 +1,19 @@
 // A convolution followed by batch norm and an activation, as the ResNet family writes them,
 // run as one convolution in evaluation (Note [Folded batch norm]).
 //
-//   ConvBn conv_bn(conv, bn);                               // shares the two modules, registers nothing
-//   Tensor y = conv_bn(x, *relu_module, Activation::relu);   // relu(bn(conv(x)))
-//   Tensor z = conv_bn(x);                                   // bn(conv(x))
+//   ConvBn conv_bn(conv, bn);                         // shares the two modules, registers nothing
+//   Tensor y = conv_bn(x, *relu, Activation::relu);   // relu(bn(conv(x))), `relu` the ReLU module
+//   Tensor z = conv_bn(x);                            // bn(conv(x))
 #pragma once
 
 #include <array>
 #include <memory>
 #include <mutex>
 
+#include "core/tensor_stamp.h"
 #include "nn/conv_layers.h"
 #include "nn/norm_layers.h"
 #include "ops/conv_weight_pack.h"
-#include "core/tensor_stamp.h"
 
 namespace ember {
 

@@ -222,7 +222,8 @@ class GroupWeights {
       if (!f32_gemm_is_ember() || depth_ == 0) return;
       auto build = [&] {
         auto panels = std::make_shared<Conv2dWeightPack::Panels>();
-        for (int64_t grp = 0; grp < groups; ++grp) panels->groups.push_back(pack_a(trans, rows_, depth_, w_ + grp * group_, K));
+        for (int64_t grp = 0; grp < groups; ++grp)
+          panels->groups.push_back(pack_a(trans, rows_, depth_, w_ + grp * group_, K));
         return std::shared_ptr<const Conv2dWeightPack::Panels>(std::move(panels));
       };
       if (pack && !trans) panels_ = pack->panels_for(w, groups, build);

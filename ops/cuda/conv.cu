@@ -257,7 +257,8 @@ void conv2d_forward_cuda(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   if (is_reduced_float(x.dtype())) {
     if (reduced::tensor_cores_usable()) return conv2d_forward_reduced(g, x, w, b, act, y);
     const Tensor x32 = reduced::widened_copy(x), w32 = reduced::widened_copy(w), b32 = reduced::widened_copy(b);
-    return reduced::through_f32(y, [&](const Tensor& y32) { conv2d_forward_cuda(g, x32, w32, b32, act, y32, nullptr); });
+    return reduced::through_f32(y,
+                                [&](const Tensor& y32) { conv2d_forward_cuda(g, x32, w32, b32, act, y32, nullptr); });
   }
   dispatch_float(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
     const Tensor columns = column_workspace<T>(g, x);

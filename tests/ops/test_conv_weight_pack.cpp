@@ -47,8 +47,8 @@ TEST_CASE("conv weight pack: a forward with a pack gives the bits of one without
       CHECK_THAT(conv2d(x, w, b, l.stride, pad, 1, l.groups, Activation::relu, &pack), test::all_close(expected, 0, 0));
     // Where the forward is a GEMM of ember's the first call packs and the others read its panels
     // (the direct and grid algorithms, and Eigen under EMBER_GEMM=eigen, leave the pack empty).
-    const std::string algorithm =
-        cpu::conv2d_algorithm(conv2d_geometry(x.shape(), w.shape(), l.stride, pad, 1, l.groups), cpu::ConvPass::forward);
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), l.stride, pad, 1, l.groups);
+    const std::string algorithm = cpu::conv2d_algorithm(g, cpu::ConvPass::forward);
     INFO(algorithm);
     const bool gemm = algorithm == "1x1 gemm" || algorithm == "im2col+gemm";
     CHECK(pack.builds() == (gemm && cpu::f32_gemm_is_ember() ? 1 : 0));
@@ -77,7 +77,8 @@ TEST_CASE("conv weight pack: packs again after the weights change or for other w
   // The same weights cut into two groups: an input with twice the channels, 20 outputs a group.
   const Tensor x2 = randn({1, 64, 5, 5}, {}, &gen);
   conv2d(x, w, {}, 1, 0, 1, 1, Activation::none, &pack);
-  CHECK_THAT(conv2d(x2, w, {}, 1, 0, 1, 2, Activation::none, &pack), test::all_close(conv2d(x2, w, {}, 1, 0, 1, 2), 0, 0));
+  const Tensor grouped = conv2d(x2, w, {}, 1, 0, 1, 2, Activation::none, &pack);
+  CHECK_THAT(grouped, test::all_close(conv2d(x2, w, {}, 1, 0, 1, 2), 0, 0));
   CHECK(pack.builds() == (packs ? 7 : 0));
 }
 
@@ -95,7 +96,8 @@ TEST_CASE("conv weight pack: threads sharing one pack all get the unpacked resul
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       autograd::NoGradGuard no_grad;
-      for (int call = 0; call < 5; ++call) results[size_t(t)] = conv2d(inputs[size_t(t)], w, {}, 1, 0, 1, 1, Activation::none, &pack);
+      for (int call = 0; call < 5; ++call)
+        results[size_t(t)] = conv2d(inputs[size_t(t)], w, {}, 1, 0, 1, 1, Activation::none, &pack);
     });
   for (auto& thread : threads) thread.join();
   for (int t = 0; t < 4; ++t) CHECK_THAT(results[size_t(t)], test::all_close(expected[size_t(t)], 0, 0));
