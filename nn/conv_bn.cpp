@@ -27,13 +27,13 @@ int64_t ConvBn::folds_built() const {
 
 Tensor ConvBn::operator()(const Tensor& x) {
   if (folds()) return folded_call(x, nullptr, Activation::none);
-  if (conv_->is_training() || bn_->is_training()) release_fold();
+  release_fold_in_training();
   return (*bn_)((*conv_)(x));
 }
 
 Tensor ConvBn::operator()(const Tensor& x, Module& activation_module, Activation act) {
   if (folds()) return folded_call(x, &activation_module, act);
-  if (conv_->is_training() || bn_->is_training()) release_fold();
+  release_fold_in_training();
   return bn_->call_activated((*conv_)(x), activation_module, act);
 }
 
@@ -47,8 +47,10 @@ Tensor ConvBn::folded_call(const Tensor& x, Module* activation_module, Activatio
   return y;
 }
 
-void ConvBn::release_fold() {
+void ConvBn::release_fold_in_training() {
+  if (!conv_->is_training() && !bn_->is_training()) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!fold_.weight.defined()) return;  // the usual case: every training step after the first
   fold_ = {};
   stamps_ = {};
 }

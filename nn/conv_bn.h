@@ -59,7 +59,9 @@ class ConvBn {
   Tensor folded_call(const Tensor& x, Module* activation_module, Activation act);
   // The folded weight and bias, refreshed first if a source changed.
   Fold folded();
-  void release_fold();
+  // Drops the folded tensors when either module is in training mode (eval with gradients on
+  // keeps them for the next folded call).
+  void release_fold_in_training();
 
   std::shared_ptr<Conv2d> conv_;
   std::shared_ptr<BatchNorm2d> bn_;
