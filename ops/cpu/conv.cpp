@@ -38,7 +38,7 @@
 // Note [Conv algorithms]: the algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "padded grid"  the f32 passes of a stride-1 layer on AVX-512 (Note [Direct forward on a
+//   "padded grid"  the f32 and bf16 passes of a stride-1 layer on AVX-512 (Note [Direct forward on a
 //                  padded grid], Note [Weight gradient on a padded grid]): the forward with 8,
 //                  16, 24 or 32 output channels per group, the input gradient (the forward of
 //                  the transposed problem, Note [Direct input gradient as a forward]) with 8 to
@@ -320,7 +320,9 @@ void col2im(const Conv2dGeometry& g, const acc_t<T>* col, T* dx, int64_t c0, int
 // f32 columns), and every GEMM accumulates in f32: the forward into a per-task f32 slice that is
 // rounded into y while it is still in L2, the input gradient into f32 columns that col2im sums
 // in f32, the weight gradient into f32 accumulators summed over images and rounded once. The
-// "direct" input gradient is f32/f64 only: bf16 takes gemm+col2im.
+// "direct" input gradient is f32/f64 only: bf16 takes gemm+col2im. A bf16 layer that suits the
+// padded grid runs there instead, widened into the grid's f32 workspace (Note [bf16 on the grid]
+// in conv_grid_tiles_avx512.h).
 template <class T>
 void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                    const Tensor& y, Conv2dWeightPack* pack) {
@@ -500,7 +502,7 @@ bool use_direct_weight_grad(const Conv2dGeometry& g, DType dtype) {
 bool use_grid_weight_grad(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_weight_grad_suits(g, dtype);
 }
-bool use_direct_input_grad_f32(const Conv2dGeometry& g, DType dtype) {
+bool use_direct_input_grad(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
 }
 bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
@@ -512,7 +514,7 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none))
     return conv2d_grid_forward_suits(g) ? "padded grid" : "direct";
-  if (pass == ConvPass::input_grad && use_direct_input_grad_f32(g, DType::f32))
+  if (pass == ConvPass::input_grad && use_direct_input_grad(g, DType::f32))
     return conv2d_direct_input_grad_on_grid(g) ? "padded grid" : "direct";
   if (pass == ConvPass::input_grad && use_grid_input_grad(g, DType::f32)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, DType::f32)) return "padded grid";
@@ -527,7 +529,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
-  if (use_direct_input_grad_f32(g, dy.dtype())) return conv2d_direct_input_grad_f32(g, dy, w, dx);
+  if (use_direct_input_grad(g, dy.dtype())) return conv2d_direct_input_grad_as_forward(g, dy, w, dx);
   if (use_grid_input_grad(g, dy.dtype())) return conv2d_grid_input_grad(g, dy, w, dx);
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]

@@ -81,8 +81,9 @@ int block_for(int64_t M) { return M % 16 == 0 ? 16 : M % 8 == 0 ? 8 : M % 4 == 0
 bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act) {
   // Ungrouped layers only on the padded grid (Note [Conv algorithms] in conv.cpp).
   const bool row_kernel = g.groups > 1 && g.stride_w == 1 && block_for(g.out_channels_per_group()) > 0;
-  return dtype == DType::f32 && (conv2d_grid_forward_suits(g) || row_kernel) && g.kernel_w <= kMaxKernelW &&
-         g.out_channels_per_group() <= 32 && (act == Activation::none || act == Activation::relu);
+  const bool kernel = (dtype == DType::f32 && row_kernel) || (conv2d_grid_takes(dtype) && conv2d_grid_forward_suits(g));
+  return kernel && g.kernel_w <= kMaxKernelW && g.out_channels_per_group() <= 32 &&
+         (act == Activation::none || act == Activation::relu);
 }
 
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
@@ -132,19 +133,28 @@ bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g) {
   return conv2d_grid_forward_suits(transposed_geometry(g));
 }
 
-void conv2d_direct_input_grad_f32(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+namespace {
+// wt (Cin, M, kH, kW) in f32: wt[grp cg + c, m, kh, kw] = w[grp M + m, c, kH - 1 - kh, kW - 1 - kw].
+template <class T>
+void transpose_and_flip(const Conv2dGeometry& g, const T* wp, float* tp) {
   const int64_t cg = g.in_channels_per_group(), M = g.out_channels_per_group(), kH = g.kernel_h, kW = g.kernel_w;
-  // wt (Cin, M, kH, kW): wt[grp cg + c, m, kh, kw] = w[grp M + m, c, kH - 1 - kh, kW - 1 - kw].
-  const Tensor wt = Tensor::empty({g.in_channels, M, kH, kW}, {.dtype = DType::f32});
-  const float* wp = w.data<float>();
-  float* tp = wt.data<float>();
   for (int64_t grp = 0; grp < g.groups; ++grp)
     for (int64_t c = 0; c < cg; ++c)
       for (int64_t m = 0; m < M; ++m)
         for (int64_t kh = 0; kh < kH; ++kh)
           for (int64_t kw = 0; kw < kW; ++kw)
             tp[(((grp * cg + c) * M + m) * kH + kh) * kW + kw] =
-                wp[(((grp * M + m) * cg + c) * kH + (kH - 1 - kh)) * kW + (kW - 1 - kw)];
+                float(wp[(((grp * M + m) * cg + c) * kH + (kH - 1 - kh)) * kW + (kW - 1 - kw)]);
+}
+}  // namespace
+
+void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
+                                         const Tensor& dx) {
+  // The transposed weights in f32 whatever w holds: bf16 ones are widened here (Note [bf16 on the grid]).
+  const Tensor wt = Tensor::empty({g.in_channels, g.out_channels_per_group(), g.kernel_h, g.kernel_w},
+                                  {.dtype = DType::f32});
+  if (w.dtype() == DType::bf16) transpose_and_flip(g, w.data<BFloat16>(), wt.data<float>());
+  else transpose_and_flip(g, w.data<float>(), wt.data<float>());
   conv2d_direct_forward(transposed_geometry(g), dy, wt, Tensor(), Activation::none, dx);
 }
 
@@ -239,7 +249,7 @@ bool conv2d_direct_weight_grad_suits(const Conv2dGeometry&, DType) { return fals
 void conv2d_direct_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry&, DType) { return false; }
 bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry&) { return false; }
-void conv2d_direct_input_grad_f32(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
+void conv2d_direct_input_grad_as_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_forward_suits(const Conv2dGeometry&, DType, Activation) { return false; }
 void conv2d_direct_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation,
                            const Tensor&) {}

@@ -1,4 +1,5 @@
-// The direct forward of a convolution on a padded grid (ops/cpu/conv_direct.h), f32 on AVX-512:
+// The direct forward of a convolution on a padded grid (ops/cpu/conv_direct.h), f32 on AVX-512
+// (bf16 tensors widened into the f32 grid: Note [bf16 on the grid] in conv_grid_tiles_avx512.h):
 //   x (N, G*cg, H, W), w (G*M, cg, kH, kW), bias (G*M) or none -> y (N, G*M, Ho, Wo),
 //   M % 8 == 0, or a thin group's M of 1, 2 (or 4 at a stride; Note [Thin groups on the grid]),
 //   y[n, g*M + m, oh, ow] = act(bias + sum over (c, kh, kw) of w[g*M + m, c, kh, kw] *
@@ -52,11 +53,13 @@
 // on the grid.
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/parallel.h"
 #include "ops/cpu/conv_direct.h"
+#include "ops/kernels.h"
 
 #if defined(__AVX512F__)
 #include "ops/cpu/conv_grid_tiles_avx512.h"
@@ -120,7 +123,8 @@ void copy_every_other(const float* src, float* dst, int64_t count) {
 // Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest. Note
 // [Strided grid]: at stride (sh, sw) phase plane (ph, pw) of a channel holds the padded input's
 // rows ph + sh i and columns pw + sw j.
-void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group, float* xpad) {
+template <class T>
+void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, float* xpad) {
   std::fill(xpad, xpad + grid.floats, 0.0f);
   const int64_t sh = g.stride_h, sw = g.stride_w;
   for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
@@ -130,7 +134,7 @@ void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group,
         const Range columns = valid_outputs(pw - g.pad_w, sw, g.in_w, grid.wp);
         const int64_t width = columns.end - columns.begin;
         if (rows.end <= rows.begin || width <= 0) continue;
-        const float* src = x_group + c * g.in_plane() + (ph + sh * rows.begin - g.pad_h) * g.in_w +
+        const T* src = x_group + c * g.in_plane() + (ph + sh * rows.begin - g.pad_h) * g.in_w +
                            (pw + sw * columns.begin - g.pad_w);
         float* dst = xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp +
                      columns.begin;
@@ -139,10 +143,15 @@ void pad_planes(const Conv2dGeometry& g, const Grid& grid, const float* x_group,
           continue;
         }
         for (int64_t i = 0; i < rows.end - rows.begin; ++i) {
-          const float* from = src + i * sh * g.in_w;
+          const T* from = src + i * sh * g.in_w;
           float* to = dst + i * grid.wp;
-          if (sw == 2) copy_every_other(from, to, width);
-          else for (int64_t j = 0; j < width; ++j) to[j] = from[j * sw];
+          if constexpr (std::is_same_v<T, float>) {
+            if (sw == 2) {
+              copy_every_other(from, to, width);
+              continue;
+            }
+          }
+          for (int64_t j = 0; j < width; ++j) to[j] = float(from[j * sw]);
         }
       }
 }
@@ -290,15 +299,32 @@ bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
   return stride_fits(g) && (g.out_channels_per_group() % kRows == 0 || thin_fits(g));
 }
 
-void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
-                         const Tensor& y) {
+bool conv2d_grid_takes(DType dtype) { return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16); }
+
+namespace {
+
+// t as f32: t itself, or a widened copy (Note [bf16 on the grid]).
+Tensor as_f32(const Tensor& t) {
+  if (!t.defined() || t.dtype() == DType::f32) return t;
+  const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
+  copy(t, wide);
+  return wide;
+}
+
+// Calls f(TypeTag<T>{}) for the element type of a grid pass's activations: f32 or bf16.
+template <class F>
+void dispatch_grid(DType dtype, F&& f) {
+  if constexpr (grid_detail::kGridTakesBf16)
+    if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
+  EMBER_CHECK(dtype == DType::f32, "conv2d on the padded grid: expected f32 or bf16 tensors, got ", dtype_name(dtype));
+  f(TypeTag<float>{});
+}
+
+template <class T>
+void grid_forward(const Conv2dGeometry& g, const T* xp, const float* wp, const float* bp, Activation act, T* yp) {
   const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
   const Grid grid = grid_of(g);
   const int64_t K = grid.K, ld = 16 * grid.vectors;  // grid buffer: M rows of ld outputs
-  const float* xp = x.data<float>();
-  const float* wp = w.data<float>();
-  const float* bp = b.defined() ? b.data<float>() : nullptr;
-  float* yp = y.data<float>();
   const int64_t tile = std::min<int64_t>(M, kRows);  // Note [Thin groups on the grid]
   const int64_t workspace = round_up_16(grid.floats) + M * ld;
   const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
@@ -317,10 +343,21 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
         grid_detail::grid_block(tile, grid.vectors, K, grid.off.data(), w_block, xpad, out + m0 * ld, ld, epilogue);
       }
       // The Wo outputs of each grid row go to y.
-      float* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
+      T* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
       for (int64_t m = m_begin; m < m_end; ++m)
         copy_rows(out + m * ld, grid.wp, y_group + m * g.out_plane(), Wo, g.out_h, Wo);
     }
+  });
+}
+
+}  // namespace
+
+void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
+                         const Tensor& y) {
+  const Tensor w32 = as_f32(w), b32 = as_f32(b);
+  const float* bp = b32.defined() ? b32.data<float>() : nullptr;
+  dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {
+    grid_forward<T>(g, x.data<T>(), w32.data<float>(), bp, act, y.data<T>());
   });
 }
 
@@ -329,15 +366,17 @@ bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
   // An ungrouped layer's tasks are blocks of 8 channels or more (Note [Grid tasks]), at most 4:
   // with more threads than that im2col + GEMM, which splits over the images too, keeps them all busy.
   const bool ungrouped_fits = M % 8 == 0 && (M + 7) / 8 >= int64_t(num_threads());
-  return dtype == DType::f32 && stride_fits(g) && (M % 4 == 0 || thin_fits(g)) && M <= 32 &&
+  return conv2d_grid_takes(dtype) && stride_fits(g) && (M % 4 == 0 || thin_fits(g)) && M <= 32 &&
          (g.groups > 1 || ungrouped_fits);
 }
 
-void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+namespace {
+
+template <class T>
+void grid_weight_grad(const Conv2dGeometry& g, const T* xp, const T* dyp, float* dwp) {
   const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
   const Grid grid = grid_of(g);
-  float* dwp = dw.data<float>();
-  if (g.batch == 0) return std::fill(dwp, dwp + dw.numel(), 0.0f);
+  if (g.batch == 0) return std::fill(dwp, dwp + g.out_channels * grid.K, 0.0f);
   const int64_t rows = rows_per_task(g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
   // Per image: the padded input planes, and dy's `rows` rows on the grid, ld floats each.
   const int64_t K = grid.K, ld = 16 * grid.vectors;
@@ -346,8 +385,6 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
   // the order of the sums, which must not depend on the thread count.
   const int64_t chunk_images =
       std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + M * ld)), 1, g.batch);
-  const float* xp = x.data<float>();
-  const float* dyp = dy.data<float>();
   parallel_for(0, g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({chunk_images * (image_x + image_dy)}, {.dtype = DType::f32});
     float* xpad = buffer.data<float>();
@@ -360,7 +397,7 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
         for (int64_t i = 0; i < images; ++i) {
           const int64_t n = n0 + i;
           pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad + i * image_x);
-          const float* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
+          const T* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
           for (int64_t m = m_begin; m < m_end; ++m)
             copy_rows(dy_group + m * g.out_plane(), Wo, dyg + i * image_dy + (m - m_begin) * ld, grid.wp, g.out_h, Wo);
         }
@@ -387,7 +424,22 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
     }
   });
 }
+
+}  // namespace
+
+void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {
+    if constexpr (std::is_same_v<T, float>) {
+      grid_weight_grad<T>(g, x.data<T>(), dy.data<T>(), dw.data<float>());
+    } else {  // summed in f32, rounded once (Note [bf16 on the grid])
+      const Tensor sums = Tensor::empty(dw.shape(), {.dtype = DType::f32});
+      grid_weight_grad<T>(g, x.data<T>(), dy.data<T>(), sums.data<float>());
+      copy(sums, dw);
+    }
+  });
+}
 #else
+bool conv2d_grid_takes(DType) { return false; }
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
 void conv2d_grid_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_grid_forward_suits(const Conv2dGeometry&) { return false; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/float16.h"
 #include "ops/cpu/gemm_epilogue_avx512.h"
 
 namespace ember::cpu::grid_detail {
@@ -81,19 +82,57 @@ inline void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* 
   else grid_rows<1>(vectors, K, off, w, xpad, out, ld, epilogue);
 }
 
-// Copies `rows` rows of `width` floats, src's rows src_stride apart, dst's dst_stride apart: a
-// plane into the grid (and a grid's rows back into a plane). In vectors, the last one masked:
-// the rows are short (7 to 64 floats), and a memmove call per row took 10% of an MNIST epoch
-// once its layers ran on the grid (perf, batch 128).
-inline void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
-                      int64_t width) {
+// Note [bf16 on the grid]: the grid is an f32 workspace whatever the tensors hold. A bf16 layer
+// widens its input planes (exactly) while they are copied into the grid, which every layer does
+// anyway, runs the f32 tiles, and rounds each output once while it is copied out of the grid
+// buffer; its weights (and bias) are widened once per call. So a bf16 pass costs what the f32
+// pass costs, where im2col + GEMM in bf16 paid for building, packing and folding columns of
+// short rows (MNIST's layers, SE-ResNeXt's grouped 3 x 3s), and its result is the f32 pass's on
+// the widened inputs, rounded once: bit for bit the same as running the f32 pass and converting.
+// The grid takes bf16 where AVX512-BW and -VL load and store the 16-bit lanes under a mask.
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+inline constexpr bool kGridTakesBf16 = true;
+#else
+inline constexpr bool kGridTakesBf16 = false;
+#endif
+
+// The `lanes` of 16 values at src as f32 (exactly); the other lanes are 0 and not read.
+inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, src); }
+// v's `lanes` stored at dst, each rounded to dst's type once.
+inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_storeu_ps(dst, lanes, v); }
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+// (The masked forms of the shifts and conversions: GCC 12's plain ones take an "undefined" source
+// that its -Wmaybe-uninitialized flags at every use.)
+inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
+  const __m256i bits = _mm256_maskz_loadu_epi16(lanes, src);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
+}
+// float_to_bfloat16_bits (core/float16.h) in vector lanes: round to nearest even, NaN quieted.
+inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, u, 16);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  __m512i bits = _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  bits = _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
+  _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bits);
+}
+#endif
+
+// Copies `rows` rows of `width` values, src's rows src_stride apart, dst's dst_stride apart,
+// widening or rounding between f32 and bf16 (Note [bf16 on the grid]): a plane into the grid
+// (and a grid's rows back into a plane). In vectors, the last one masked: the rows are short (7
+// to 64 values), and a memmove call per row took 10% of an MNIST epoch once its layers ran on
+// the grid (perf, batch 128).
+template <class Src, class Dst>
+void copy_rows(const Src* src, int64_t src_stride, Dst* dst, int64_t dst_stride, int64_t rows, int64_t width) {
   const int64_t whole = width / 16 * 16;
   const __mmask16 tail = gemm_detail::column_mask(int(width - whole), 0);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* from = src + r * src_stride;
-    float* to = dst + r * dst_stride;
-    for (int64_t j = 0; j < whole; j += 16) _mm512_storeu_ps(to + j, _mm512_loadu_ps(from + j));
-    if (tail) _mm512_mask_storeu_ps(to + whole, tail, _mm512_maskz_loadu_ps(tail, from + whole));
+    const Src* from = src + r * src_stride;
+    Dst* to = dst + r * dst_stride;
+    for (int64_t j = 0; j < whole; j += 16) store_rounded(to + j, load_widened(from + j, 0xFFFF), 0xFFFF);
+    if (tail) store_rounded(to + whole, load_widened(from + whole, tail), tail);
   }
 }
 

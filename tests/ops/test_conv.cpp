@@ -108,7 +108,7 @@ TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path"
 namespace {
 
 // conv2d with `groups` against one ungrouped conv2d per group in f64 (im2col + GEMM: the direct
-// and padded-grid algorithms are f32 only, and ungrouped f32 layers may take the grid too): the
+// and padded-grid algorithms take no f64, and ungrouped f32 layers may take the grid too): the
 // values, and the gradients of x, w and b (when defined) under a random upstream gradient.
 void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const Tensor& b0, IntPair stride,
                                       IntPair pad, IntPair dilation, int64_t groups, Activation act, Generator& gen) {

@@ -1,0 +1,141 @@
+// Note [bf16 on the grid] (ops/cpu/conv_grid_tiles_avx512.h): bf16 layers that suit the padded
+// grid are widened into its f32 workspace and rounded once on the way out, so every pass must
+// give the bits of the f32 pass on the widened tensors, rounded to bf16; and the vector rounding
+// must be float_to_bfloat16_bits's, special values included.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <vector>
+
+#include "ember.h"
+#include "ops/cpu/conv_direct.h"
+#include "ops/kernels.h"
+#include "support/test_support.h"
+
+#if defined(__AVX512F__)
+#include "ops/cpu/conv_grid_tiles_avx512.h"
+#endif
+
+using namespace ember;
+
+namespace {
+
+// Whether a and b (same shape) hold the same values, compared in f64 (bf16 -> f64 is exact).
+bool same_values(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  return max(abs(sub(a.to(DType::f64), b.to(DType::f64)))).item() == 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("the grid's bf16 row copies round as float_to_bfloat16_bits and widen exactly", "[conv][bf16]") {
+#if defined(__AVX512F__)
+  if constexpr (!cpu::grid_detail::kGridTakesBf16) {
+    WARN("this build's grid takes no bf16 (it needs AVX512-BW and -VL)");
+  } else {
+    // Ties to even both ways, the largest finite value and the overflow past it, infinities,
+    // signalling and quiet NaNs of both signs, subnormals, zeros; then random bit patterns.
+    std::vector<uint32_t> bits = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F7F7FFFu, 0x7F800000u,
+                                  0xFF800000u, 0x7F800001u, 0xFF800001u, 0x7FC00000u, 0xFFFFFFFFu, 0x00000001u,
+                                  0x8000FFFFu, 0x00008000u, 0x00000000u, 0x80000000u, 0x007FFFFFu};
+    uint64_t state = 12345;
+    while (bits.size() < 16 * 64 + 9) {  // a tail of 9 past whole vectors
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bits.push_back(uint32_t(state >> 32));
+    }
+    std::vector<float> values;
+    for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
+    const int64_t width = int64_t(values.size());
+    std::vector<BFloat16> rounded(values.size() + 1, BFloat16::from_bits(0xABCD));
+    cpu::grid_detail::copy_rows(values.data(), 0, rounded.data(), 0, 1, width);
+    for (int64_t j = 0; j < width; ++j) {
+      INFO("bits 0x" << std::hex << bits[size_t(j)]);
+      CHECK(rounded[size_t(j)].bits == float_to_bfloat16_bits(values[size_t(j)]));
+    }
+    CHECK(rounded.back().bits == 0xABCD);  // nothing written past the row
+    std::vector<float> widened(values.size() + 1, -7.0f);
+    cpu::grid_detail::copy_rows(rounded.data(), 0, widened.data(), 0, 1, width);
+    for (int64_t j = 0; j < width; ++j)
+      CHECK(std::bit_cast<uint32_t>(widened[size_t(j)]) == uint32_t(rounded[size_t(j)].bits) << 16);
+    CHECK(widened.back() == -7.0f);
+  }
+#else
+  WARN("this build has no padded grid (it needs AVX-512)");
+#endif
+}
+
+TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened tensors, rounded once",
+          "[conv][bf16]") {
+  // MNIST's two layers (ungrouped; 8 and 16 output channels per thread-block), grouped layers of
+  // 8, 16 and 24 channels, a thin group of 2 and a depthwise layer, padding 0 and 2, dilation 2,
+  // with and without bias and ReLU.
+  struct Case {
+    int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
+    bool bias;
+    Activation act;
+  };
+  const Case cases[] = {
+      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},  {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
+      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},  {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
+      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},  {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
+      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
+  };
+  Generator gen(91);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i << ": " << c.in << " -> " << c.out << " channels in " << c.groups << " groups");
+    auto bf16 = [](const Tensor& t) { return t.to(DType::bf16); };
+    auto widened = [](const Tensor& t) { return t.to(DType::f32); };
+    const Tensor x = bf16(randn({c.batch, c.in, c.h, c.w}, {}, &gen));
+    const Tensor w = bf16(randn({c.out, c.in / c.groups, c.kernel, c.kernel}, {}, &gen));
+    const Tensor b = c.bias ? bf16(randn({c.out}, {}, &gen)) : Tensor();
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, c.pad, c.dilation, c.groups);
+    if (!cpu::conv2d_grid_takes(DType::bf16)) {
+      WARN("this build's grid takes no bf16 (it needs AVX-512 with BW and VL); only the values are checked");
+    } else {
+      CHECK(cpu::conv2d_direct_forward_suits(g, DType::bf16, c.act));
+      CHECK(cpu::conv2d_grid_forward_suits(g));
+      CHECK(cpu::conv2d_grid_weight_grad_suits(g, DType::bf16) == cpu::conv2d_grid_weight_grad_suits(g, DType::f32));
+      CHECK(cpu::conv2d_direct_input_grad_suits(g, DType::bf16) == cpu::conv2d_direct_input_grad_suits(g, DType::f32));
+    }
+    const Tensor y = conv2d(x, w, b, 1, c.pad, c.dilation, c.groups, c.act);
+    const Tensor y32 =
+        conv2d(widened(x), widened(w), b.defined() ? widened(b) : Tensor(), 1, c.pad, c.dilation, c.groups, c.act);
+    CHECK(y.dtype() == DType::bf16);
+    CHECK(same_values(y, bf16(y32)));
+
+    const Tensor dy = bf16(randn(y.shape(), {}, &gen));
+    const Tensor dx = conv2d_input_grad(dy, w, x.shape(), 1, c.pad, c.dilation, c.groups);
+    const Tensor dx32 = conv2d_input_grad(widened(dy), widened(w), x.shape(), 1, c.pad, c.dilation, c.groups);
+    CHECK(dx.dtype() == DType::bf16);
+    CHECK(same_values(dx, bf16(dx32)));
+
+    const Tensor dw = conv2d_weight_grad(x, dy, w.shape(), 1, c.pad, c.dilation, c.groups);
+    const Tensor dw32 = conv2d_weight_grad(widened(x), widened(dy), w.shape(), 1, c.pad, c.dilation, c.groups);
+    CHECK(dw.dtype() == DType::bf16);
+    CHECK(same_values(dw, bf16(dw32)));
+  }
+}
+
+TEST_CASE("conv2d's bf16 padded-grid forward carries NaN and infinity as the f32 one does", "[conv][bf16]") {
+  Tensor x = zeros({1, 8, 6, 6});
+  x.narrow(1, 0, 1).narrow(2, 2, 1).narrow(3, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  x.narrow(1, 1, 1).narrow(2, 5, 1).narrow(3, 5, 1).fill_(std::numeric_limits<double>::infinity());
+  const Tensor w = ones({8, 8, 3, 3});
+  const Tensor y32 = conv2d(x, w, {}, 1, 1).to(DType::f64).contiguous();
+  const Tensor y16 = conv2d(x.to(DType::bf16), w.to(DType::bf16), {}, 1, 1).to(DType::f64).contiguous();
+  const double* a = y32.data<double>();
+  const double* b = y16.data<double>();
+  int64_t nans = 0, infinities = 0;
+  for (int64_t i = 0; i < y32.numel(); ++i) {
+    INFO("output " << i << ": f32 " << a[i] << ", bf16 " << b[i]);
+    CHECK(std::isnan(a[i]) == std::isnan(b[i]));
+    if (!std::isnan(a[i])) CHECK(a[i] == b[i]);
+    nans += std::isnan(a[i]);
+    infinities += std::isinf(a[i]);
+  }
+  CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
+  CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
+}
