@@ -33,11 +33,49 @@ compute_t<T> masked(Act act, compute_t<T> dy, T y, T& dz) {
 // Note [Blocks of 16] (ops/cpu/float16_blocks.h): dz may be dy itself (Note [Donated gradients]);
 // a per-element loop stayed scalar for bf16, and its bias+relu backward took 18% of a bf16 MNIST
 // epoch against f32's 7%.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// act.backward(g, y) in 16 lanes: ReLU's as a masked move (y <= 0 ? 0 : g, so a NaN y passes g,
+// Note [NaN through relu]); other activations lane by lane.
+template <class Act>
+__m512 backward_lanes(Act act, __m512 g, __m512 y) {
+  if constexpr (Act::kIdentity) {
+    return g;
+  } else if constexpr (std::is_same_v<Act, ActivationFn<Activation::relu>>) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_NLE_UQ), g);
+  } else {
+    alignas(64) float d[16], yv[16];
+    _mm512_store_ps(d, g);
+    _mm512_store_ps(yv, y);
+    for (int j = 0; j < 16; ++j) d[j] = act.backward(d[j], yv[j]);
+    return _mm512_load_ps(d);
+  }
+}
+#endif
+
 template <bool kWriteDz, class T, class Act>
 compute_t<T> masked_row_sum(Act act, const T* dy, const T* y, T* dz, int64_t n) {
   using C = compute_t<T>;
   C lanes[16] = {};
   int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    // Note [bf16 row sums in registers]: in the loop below GCC 12 kept a bf16 block's values in
+    // memory and summed them one lane at a time (perf: the bias + ReLU backward took 8.7% of a
+    // bf16 MNIST epoch against 3.8% for f32). Here the sum, the rounding and ReLU's backward live
+    // in registers.
+    __m512 sum = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      __m512 v = load_widened(dy + i, 0xFFFF);
+      if constexpr (kWriteDz) {
+        const __m512i bits = bfloat16_lanes(backward_lanes(act, v, load_widened(y + i, 0xFFFF)));
+        _mm512_mask_cvtepi32_storeu_epi16(dz + i, 0xFFFF, bits);
+        v = widen_bfloat16_lanes(bits);  // the sum adds the rounded values
+      }
+      sum = _mm512_add_ps(sum, v);
+    }
+    _mm512_storeu_ps(lanes, sum);
+  }
+#endif
   for (; i + 16 <= n; i += 16) {
     C v[16];
     load_block<16>(dy + i, v);

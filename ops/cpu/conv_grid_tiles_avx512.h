@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/float16.h"
+#include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/gemm_epilogue_avx512.h"
 
 namespace ember::cpu::grid_detail {
@@ -94,29 +94,6 @@ inline void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* 
 inline constexpr bool kGridTakesBf16 = true;
 #else
 inline constexpr bool kGridTakesBf16 = false;
-#endif
-
-// The `lanes` of 16 values at src as f32 (exactly); the other lanes are 0 and not read.
-inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, src); }
-// v's `lanes` stored at dst, each rounded to dst's type once.
-inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_storeu_ps(dst, lanes, v); }
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-// (The masked forms of the shifts and conversions: GCC 12's plain ones take an "undefined" source
-// that its -Wmaybe-uninitialized flags at every use.)
-inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
-  const __m256i bits = _mm256_maskz_loadu_epi16(lanes, src);
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
-}
-// float_to_bfloat16_bits (core/float16.h) in vector lanes: round to nearest even, NaN quieted.
-inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, u, 16);
-  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(high, _mm512_set1_epi32(1)));
-  __m512i bits = _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(u, bias), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  bits = _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
-  _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bits);
-}
 #endif
 
 // Copies `rows` rows of `width` values, src's rows src_stride apart, dst's dst_stride apart,

@@ -20,6 +20,10 @@
 #include "core/dtype.h"
 #include "core/float16.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace ember::cpu {
 
 // What a T is stored as: its bit pattern for bf16 and f16, else T itself. A kernel that only
@@ -54,17 +58,53 @@ inline void load_block(const T* src, compute_t<T>* v) {
   widen_bits<N, T>(bits, v);
 }
 
+// The stored form of N values, each rounded once (as T(v[j]) would).
 template <int N, class T>
-inline void store_block(const compute_t<T>* v, T* dst) {
-  if constexpr (is_float16_v<T>) {
-    uint16_t bits[N];
-    for (int j = 0; j < N; ++j)
-      bits[j] = std::is_same_v<T, BFloat16> ? float_to_bfloat16_bits(v[j]) : float_to_half_bits(v[j]);
-    std::memcpy(dst, bits, sizeof bits);
-  } else {
-    std::memcpy(dst, v, N * sizeof(T));
+inline void narrow_bits(const compute_t<T>* v, storage_t<T>* bits) {
+  for (int j = 0; j < N; ++j) {
+    if constexpr (std::is_same_v<T, BFloat16>) bits[j] = float_to_bfloat16_bits(v[j]);
+    else if constexpr (std::is_same_v<T, Half>) bits[j] = float_to_half_bits(v[j]);
+    else bits[j] = v[j];
   }
 }
+
+template <int N, class T>
+inline void store_block(const compute_t<T>* v, T* dst) {
+  storage_t<T> bits[N];
+  narrow_bits<N, T>(v, bits);
+  store_bits<N>(bits, dst);
+}
+
+#if defined(__AVX512F__)
+// The `lanes` of 16 values at src as f32 (exactly); the other lanes are 0 and not read.
+inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, src); }
+// v's `lanes` stored at dst, each rounded to dst's type once.
+inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_storeu_ps(dst, lanes, v); }
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// bf16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain ones take
+// an "undefined" source that its -Wmaybe-uninitialized flags at every use).
+// float_to_bfloat16_bits (core/float16.h) per lane, the bits in each lane's low half: round to
+// nearest even, NaN quieted.
+inline __m512i bfloat16_lanes(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, u, 16);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  const __m512i bits = _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
+}
+// The values of bf16 bits held in each lane's low half (exact).
+inline __m512 widen_bfloat16_lanes(__m512i bits) { return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16)); }
+
+inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
+  return widen_bfloat16_lanes(_mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, src)));
+}
+inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
+  _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bfloat16_lanes(v));
+}
+#endif
 
 // Calls f(TypeTag<T>{}) for f32, f64, bf16 and f16: the kernels that read 16-bit values natively
 // and compute in compute_t<T>; anything else is an error naming `op`.
