@@ -71,6 +71,7 @@ namespace ember::cpu {
 namespace {
 
 using grid_detail::copy_rows;
+using grid_detail::dispatch_grid;
 
 constexpr int kRows = 8;  // output channels per register tile (Note [Thin groups on the grid]: 1, 2 or 4 too)
 
@@ -309,15 +310,6 @@ Tensor as_f32(const Tensor& t) {
   const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
   copy(t, wide);
   return wide;
-}
-
-// Calls f(TypeTag<T>{}) for the element type of a grid pass's activations: f32 or bf16.
-template <class F>
-void dispatch_grid(DType dtype, F&& f) {
-  if constexpr (grid_detail::kGridTakesBf16)
-    if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
-  EMBER_CHECK(dtype == DType::f32, "conv2d on the padded grid: expected f32 or bf16 tensors, got ", dtype_name(dtype));
-  f(TypeTag<float>{});
 }
 
 template <class T>

@@ -1,5 +1,6 @@
 // The input gradient of a strided, grouped convolution on a padded grid (ops/cpu/conv_direct.h),
-// f32 on AVX-512:
+// f32 on AVX-512 (bf16 tensors widened into the f32 grid: Note [bf16 on the grid] in
+// conv_grid_tiles_avx512.h):
 //   dy (N, G*M, Ho, Wo), w (G*M, cg, kH, kW) -> dx (N, G*cg, H, W), strides (sh, sw), dilation 1,
 //   dx[n, g*cg + c, ih, iw] = sum over (m, kh, kw) with oh sh + kh - pad_h = ih and
 //                             ow sw + kw - pad_w = iw of w[g*M + m, c, kh, kw] dy[n, g*M + m, oh, ow]
@@ -68,7 +69,8 @@ PhaseGrid phase_grid(const Conv2dGeometry& g) {
 // Per phase, every group's sub-kernels as the rows of the phase's product: (G * cg, K_ab), row
 // g cg + c, column (m, t, t') = w[g M + m, c, a + sh t, b + sw t'], the phases one after another
 // (together w's size) in a tensor from the caching allocator; `starts` gets each phase's first.
-Tensor phase_weights(const Conv2dGeometry& g, const PhaseGrid& grid, const float* w, std::vector<int64_t>& starts) {
+template <class Tw>
+Tensor phase_weights(const Conv2dGeometry& g, const PhaseGrid& grid, const Tw* w, std::vector<int64_t>& starts) {
   const int64_t sh = g.stride_h, sw = g.stride_w, M = g.out_channels_per_group(), cg = g.in_channels_per_group();
   Tensor result = Tensor::empty({g.out_channels * cg * g.kernel_h * g.kernel_w}, {.dtype = DType::f32});
   float* out = result.data<float>();
@@ -81,7 +83,7 @@ Tensor phase_weights(const Conv2dGeometry& g, const PhaseGrid& grid, const float
           for (int64_t m = 0; m < M; ++m)
             for (int64_t kh = a; kh < g.kernel_h; kh += sh)
               for (int64_t kw = b; kw < g.kernel_w; kw += sw)
-                out[at++] = w[(((grp * M + m) * cg + c) * g.kernel_h + kh) * g.kernel_w + kw];
+                out[at++] = float(w[(((grp * M + m) * cg + c) * g.kernel_h + kh) * g.kernel_w + kw]);
     }
   return result;
 }
@@ -102,25 +104,23 @@ void interleave_two(const float* even, const float* odd, float* row, int64_t cou
 
 bool conv2d_grid_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
   const int64_t cg = g.in_channels_per_group();
-  return dtype == DType::f32 && g.groups > 1 && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 &&
+  return conv2d_grid_takes(dtype) && g.groups > 1 && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 &&
          g.dilation_w == 1 && (cg == 1 || cg == 2 || cg == 4 || cg % 8 == 0) && cg <= 32 &&
          g.out_channels_per_group() <= 32;
 }
 
-void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+namespace {
+
+template <class T>
+void grid_input_grad(const Conv2dGeometry& g, const PhaseGrid& grid, const T* dyp, const float* phase_w,
+                     const std::vector<int64_t>& starts, T* dxp) {
   const int64_t sh = g.stride_h, sw = g.stride_w, M = g.out_channels_per_group(), cg = g.in_channels_per_group();
-  const PhaseGrid grid = phase_grid(g);
-  std::vector<int64_t> starts;
-  const Tensor weights = phase_weights(g, grid, w.data<float>(), starts);
-  const float* phase_w = weights.data<float>();
   const int64_t ld = 16 * grid.vectors, dy_floats = (grid.floats + 15) / 16 * 16;
   const int64_t row_floats = std::max(2 * ((grid.V + 15) / 16 * 16), sw * grid.V);  // one interleaved row
   // The padded dy, every phase's cg rows of ld outputs (and 16 floats that interleave_two may read
   // past the last), one interleaved row.
   const int64_t workspace = dy_floats + grid.phases * cg * ld + 16 + row_floats;
   const int64_t tile = std::min<int64_t>(cg, 8);  // Note [Thin groups on the grid]
-  const float* dyp = dy.data<float>();
-  float* dxp = dx.data<float>();
   const gemm_detail::VectorEpilogue epilogue({.alpha = 1.0f, .beta = 0.0f, .act = Activation::none});
   parallel_for(0, g.batch * g.groups, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
@@ -130,7 +130,7 @@ void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Ten
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t n = task / g.groups, grp = task % g.groups;
       std::fill(dypad, dypad + grid.floats, 0.0f);
-      const float* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
+      const T* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
       for (int64_t m = 0; m < M; ++m)
         grid_detail::copy_rows(dy_group + m * g.out_plane(), g.out_w,
                                dypad + m * grid.plane + grid.pad_rows * grid.wp + grid.pad_columns, grid.wp,
@@ -145,12 +145,12 @@ void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Ten
       }
       // dx's row ih is phase a = (ih + pad_h) % sh's grid row u = (ih + pad_h) / sh, its columns
       // interleaved from the sw phases b.
-      float* dx_group = dxp + (n * g.in_channels + grp * cg) * g.in_plane();
+      T* dx_group = dxp + (n * g.in_channels + grp * cg) * g.in_plane();
       for (int64_t c = 0; c < cg; ++c)
         for (int64_t ih = 0; ih < g.in_h; ++ih) {
           const int64_t a = (ih + g.pad_h) % sh, u = (ih + g.pad_h) / sh;
           const float* phase_rows = outputs + (a * sw * cg + c) * ld + u * grid.wp;  // phase (a, 0)
-          float* to = dx_group + c * g.in_plane() + ih * g.in_w;
+          T* to = dx_group + c * g.in_plane() + ih * g.in_w;
           if (sw == 1) {
             grid_detail::copy_rows(phase_rows + g.pad_w, 0, to, 0, 1, g.in_w);
             continue;
@@ -164,6 +164,18 @@ void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Ten
           grid_detail::copy_rows(row + g.pad_w, 0, to, 0, 1, g.in_w);
         }
     }
+  });
+}
+
+}  // namespace
+
+void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const PhaseGrid grid = phase_grid(g);
+  std::vector<int64_t> starts;  // bf16 weights are widened here (Note [bf16 on the grid])
+  const Tensor weights = w.dtype() == DType::bf16 ? phase_weights(g, grid, w.data<BFloat16>(), starts)
+                                                  : phase_weights(g, grid, w.data<float>(), starts);
+  grid_detail::dispatch_grid(dy.dtype(), [&]<class T>(TypeTag<T>) {
+    grid_input_grad<T>(g, grid, dy.data<T>(), weights.data<float>(), starts, dx.data<T>());
   });
 }
 #else

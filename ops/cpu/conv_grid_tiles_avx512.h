@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/error.h"
 #include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/gemm_epilogue_avx512.h"
 
@@ -95,6 +96,15 @@ inline constexpr bool kGridTakesBf16 = true;
 #else
 inline constexpr bool kGridTakesBf16 = false;
 #endif
+
+// Calls f(TypeTag<T>{}) for the element type of a grid pass's activations: f32 or bf16.
+template <class F>
+void dispatch_grid(DType dtype, F&& f) {
+  if constexpr (kGridTakesBf16)
+    if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
+  EMBER_CHECK(dtype == DType::f32, "conv2d on the padded grid: expected f32 or bf16 tensors, got ", dtype_name(dtype));
+  f(TypeTag<float>{});
+}
 
 // Copies `rows` rows of `width` values, src's rows src_stride apart, dst's dst_stride apart,
 // widening or rounding between f32 and bf16 (Note [bf16 on the grid]): a plane into the grid

@@ -70,17 +70,21 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
           "[conv][bf16]") {
   // MNIST's two layers (ungrouped; 8 and 16 output channels per thread-block), grouped layers of
   // 8, 16 and 24 channels, a thin group of 2 and a depthwise layer, padding 0 and 2, dilation 2,
-  // with and without bias and ReLU.
+  // with and without bias and ReLU; and strided grouped layers (Note [Strided grid], the input
+  // gradient as phase forwards) of 2, 4 and 8 channels per group, odd sizes, stride 2 and (2, 1).
   struct Case {
     int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
     bool bias;
     Activation act;
+    IntPair stride = 1;
   };
   const Case cases[] = {
-      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},  {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
-      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},  {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
-      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},  {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
-      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
+      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},   {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
+      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},   {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
+      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},   {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
+      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},     {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
+      {32, 32, 8, 2, 16, 13, 3, 1, 1, true, Activation::relu, 2}, {64, 64, 8, 1, 9, 9, 3, 1, 1, false, Activation::none, 2},
+      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}},
   };
   Generator gen(91);
   for (size_t i = 0; i < std::size(cases); ++i) {
@@ -91,7 +95,8 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
     const Tensor x = bf16(randn({c.batch, c.in, c.h, c.w}, {}, &gen));
     const Tensor w = bf16(randn({c.out, c.in / c.groups, c.kernel, c.kernel}, {}, &gen));
     const Tensor b = c.bias ? bf16(randn({c.out}, {}, &gen)) : Tensor();
-    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, c.pad, c.dilation, c.groups);
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), c.stride, c.pad, c.dilation, c.groups);
+    const bool strided = c.stride.h > 1 || c.stride.w > 1;
     if (!cpu::conv2d_grid_takes(DType::bf16)) {
       WARN("this build's grid takes no bf16 (it needs AVX-512 with BW and VL); only the values are checked");
     } else {
@@ -99,21 +104,22 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
       CHECK(cpu::conv2d_grid_forward_suits(g));
       CHECK(cpu::conv2d_grid_weight_grad_suits(g, DType::bf16) == cpu::conv2d_grid_weight_grad_suits(g, DType::f32));
       CHECK(cpu::conv2d_direct_input_grad_suits(g, DType::bf16) == cpu::conv2d_direct_input_grad_suits(g, DType::f32));
+      CHECK(cpu::conv2d_grid_input_grad_suits(g, DType::bf16) == strided);
     }
-    const Tensor y = conv2d(x, w, b, 1, c.pad, c.dilation, c.groups, c.act);
+    const Tensor y = conv2d(x, w, b, c.stride, c.pad, c.dilation, c.groups, c.act);
     const Tensor y32 =
-        conv2d(widened(x), widened(w), b.defined() ? widened(b) : Tensor(), 1, c.pad, c.dilation, c.groups, c.act);
+        conv2d(widened(x), widened(w), b.defined() ? widened(b) : Tensor(), c.stride, c.pad, c.dilation, c.groups, c.act);
     CHECK(y.dtype() == DType::bf16);
     CHECK(same_values(y, bf16(y32)));
 
     const Tensor dy = bf16(randn(y.shape(), {}, &gen));
-    const Tensor dx = conv2d_input_grad(dy, w, x.shape(), 1, c.pad, c.dilation, c.groups);
-    const Tensor dx32 = conv2d_input_grad(widened(dy), widened(w), x.shape(), 1, c.pad, c.dilation, c.groups);
+    const Tensor dx = conv2d_input_grad(dy, w, x.shape(), c.stride, c.pad, c.dilation, c.groups);
+    const Tensor dx32 = conv2d_input_grad(widened(dy), widened(w), x.shape(), c.stride, c.pad, c.dilation, c.groups);
     CHECK(dx.dtype() == DType::bf16);
     CHECK(same_values(dx, bf16(dx32)));
 
-    const Tensor dw = conv2d_weight_grad(x, dy, w.shape(), 1, c.pad, c.dilation, c.groups);
-    const Tensor dw32 = conv2d_weight_grad(widened(x), widened(dy), w.shape(), 1, c.pad, c.dilation, c.groups);
+    const Tensor dw = conv2d_weight_grad(x, dy, w.shape(), c.stride, c.pad, c.dilation, c.groups);
+    const Tensor dw32 = conv2d_weight_grad(widened(x), widened(dy), w.shape(), c.stride, c.pad, c.dilation, c.groups);
     CHECK(dw.dtype() == DType::bf16);
     CHECK(same_values(dw, bf16(dw32)));
   }
