@@ -40,6 +40,18 @@ void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual,
       const T* rs = rp + p * S;
       T* ys = yp + p * S;
       int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        // Note [bf16 SE tail in registers]: GCC 12 left the bf16 form of the loop below scalar (perf:
+        // 12% of a bf16 se_resnext_cifar training step). The same fused multiply-add as the f32 loop
+        // (GCC contracts it there), relu as a mask (x <= 0 gives +0, NaN stays), rounded once.
+        const __m512 sv = _mm512_set1_ps(s);
+        for (; i + kLanes <= S; i += kLanes) {
+          const __m512 v = _mm512_fmadd_ps(load_widened(xs + i, 0xFFFF), sv, load_widened(rs + i, 0xFFFF));
+          store_rounded(ys + i, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v), 0xFFFF);
+        }
+      }
+#endif
       for (; i + kLanes <= S; i += kLanes) {  // Note [Blocks of 16]
         C xv[kLanes], rv[kLanes];
         load_block<kLanes>(xs + i, xv);

@@ -201,6 +201,17 @@ TEST_CASE("reduced precision: the SE tail scale_add_relu on 16-bit tensors equal
     CHECK(mixed.dtype() == low);
     check_bitwise(values(mixed), rounded(scale_add_relu(xw.detach(), s32, rw.detach()), low));
   }
+  // Planes of five whole blocks (bf16 runs them in registers: Note [bf16 SE tail in registers]),
+  // a NaN, and outputs below zero that relu clamps to +0.
+  Tensor xn = randn({2, 3, 4, 20}, {}, &gen);
+  xn.narrow(0, 1, 1).narrow(1, 2, 1).narrow(2, 3, 1).narrow(3, 5, 1).fill_(std::nan(""));
+  const Tensor rn = randn(xn.shape(), {}, &gen), sn = randn({2, 3}, {}, &gen);
+  for (DType low : kLow) {
+    INFO(dtype_name(low) << ", planes of 80");
+    const Tensor x = xn.to(low), r = rn.to(low), s = sn.to(low);
+    check_bitwise(values(scale_add_relu(x, s, r)),
+                  rounded(scale_add_relu(x.to(DType::f32), s.to(DType::f32), r.to(DType::f32)), low));
+  }
 }
 
 TEST_CASE("reduced precision: GEMM ops take bf16 / f16 operands and accumulate in f32", "[ops][f16]") {
