@@ -43,6 +43,9 @@ bool conv2d_grid_takes(DType dtype);
 // (conv_grid_avx512.cpp, Note [Direct forward on a padded grid]) rather than row by row:
 // stride 1, output channels per group a multiple of 8.
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g);
+// Whether the grid runs g's forward for tensors of this dtype: f32 where the above says so; bf16
+// there and for groups of 4 at stride 1, which f32 gives to the row kernel.
+bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it; x and y f32 or
 // bf16 (conv2d_grid_takes), w and b f32 or the dtype of x.
 void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,

@@ -81,14 +81,15 @@ int block_for(int64_t M) { return M % 16 == 0 ? 16 : M % 8 == 0 ? 8 : M % 4 == 0
 bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act) {
   // Ungrouped layers only on the padded grid (Note [Conv algorithms] in conv.cpp).
   const bool row_kernel = g.groups > 1 && g.stride_w == 1 && block_for(g.out_channels_per_group()) > 0;
-  const bool kernel = (dtype == DType::f32 && row_kernel) || (conv2d_grid_takes(dtype) && conv2d_grid_forward_suits(g));
+  const bool kernel = (dtype == DType::f32 && row_kernel) || conv2d_grid_forward_suits(g, dtype);
   return kernel && g.kernel_w <= kMaxKernelW && g.out_channels_per_group() <= 32 &&
          (act == Activation::none || act == Activation::relu);
 }
 
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                            const Tensor& y) {
-  if (conv2d_grid_forward_suits(g)) return conv2d_grid_forward(g, x, w, b, act, y);  // Note [Direct forward on a padded grid]
+  if (conv2d_grid_forward_suits(g, x.dtype()))  // Note [Direct forward on a padded grid]
+    return conv2d_grid_forward(g, x, w, b, act, y);
   const int64_t M = g.out_channels_per_group(), Ho = g.out_h;
   const int block = block_for(M);
   const float* xp = x.data<float>();

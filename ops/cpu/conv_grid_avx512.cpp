@@ -302,6 +302,14 @@ bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
 
 bool conv2d_grid_takes(DType dtype) { return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16); }
 
+bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype) {
+  if (!conv2d_grid_takes(dtype)) return false;
+  // Note [bf16 on the grid]: bf16 has no row kernel, so its groups of 4 at stride 1 take the
+  // grid's 4-row tiles (Note [Thin groups on the grid]) rather than im2col + GEMM.
+  const bool bf16_group_of_4 = dtype == DType::bf16 && g.groups > 1 && g.out_channels_per_group() == 4;
+  return conv2d_grid_forward_suits(g) || (bf16_group_of_4 && stride_fits(g));
+}
+
 namespace {
 
 // t as f32: t itself, or a widened copy (Note [bf16 on the grid]).
@@ -432,6 +440,7 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
 }
 #else
 bool conv2d_grid_takes(DType) { return false; }
+bool conv2d_grid_forward_suits(const Conv2dGeometry&, DType) { return false; }
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
 void conv2d_grid_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_grid_forward_suits(const Conv2dGeometry&) { return false; }

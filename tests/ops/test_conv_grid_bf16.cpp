@@ -71,7 +71,8 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
   // MNIST's two layers (ungrouped; 8 and 16 output channels per thread-block), grouped layers of
   // 8, 16 and 24 channels, a thin group of 2 and a depthwise layer, padding 0 and 2, dilation 2,
   // with and without bias and ReLU; and strided grouped layers (Note [Strided grid], the input
-  // gradient as phase forwards) of 2, 4 and 8 channels per group, odd sizes, stride 2 and (2, 1).
+  // gradient as phase forwards) of 2, 4 and 8 channels per group, odd sizes, stride 2 and (2, 1);
+  // and groups of 4 at stride 1, which f32 gives to the row kernel and bf16 to the grid.
   struct Case {
     int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
     bool bias;
@@ -84,7 +85,8 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
       {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},   {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
       {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},     {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
       {32, 32, 8, 2, 16, 13, 3, 1, 1, true, Activation::relu, 2}, {64, 64, 8, 1, 9, 9, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}},
+      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}}, {16, 16, 4, 2, 14, 14, 3, 1, 1, true, Activation::relu},
+      {32, 32, 8, 1, 9, 17, 3, 1, 1, false, Activation::none},
   };
   Generator gen(91);
   for (size_t i = 0; i < std::size(cases); ++i) {
@@ -101,7 +103,7 @@ TEST_CASE("conv2d's bf16 padded-grid passes give the f32 passes' bits on widened
       WARN("this build's grid takes no bf16 (it needs AVX-512 with BW and VL); only the values are checked");
     } else {
       CHECK(cpu::conv2d_direct_forward_suits(g, DType::bf16, c.act));
-      CHECK(cpu::conv2d_grid_forward_suits(g));
+      CHECK(cpu::conv2d_grid_forward_suits(g, DType::bf16));
       CHECK(cpu::conv2d_grid_weight_grad_suits(g, DType::bf16) == cpu::conv2d_grid_weight_grad_suits(g, DType::f32));
       CHECK(cpu::conv2d_direct_input_grad_suits(g, DType::bf16) == cpu::conv2d_direct_input_grad_suits(g, DType::f32));
       CHECK(cpu::conv2d_grid_input_grad_suits(g, DType::bf16) == strided);
