@@ -86,6 +86,10 @@ TEST_CASE("conv2d's f32 and bf16 input gradients match f64 on every col2im path"
       // the kernel reaches, which it cannot take.
       {{2, 16, 14, 14}, {16, 4, 3, 3}, 1, 1, 1, 4},  {{1, 32, 9, 20}, {8, 8, 3, 3}, 1, 2, 2, 4},
       {{1, 32, 6, 33}, {64, 16, 3, 3}, 1, {1, 0}, 1, 2}, {{1, 16, 8, 8}, {8, 8, 3, 3}, 1, 3, 1, 2},
+      // 1x1: no columns in f32; bf16 rounds its f32 columns straight into dx (grouped too); and
+      // a stride of 2, whose columns scatter.
+      {{2, 8, 5, 7}, {6, 4, 1, 1}, 1, 0, 1, 2}, {{1, 16, 9, 9}, {8, 16, 1, 1}, 1, 0, 1, 1},
+      {{1, 8, 9, 9}, {4, 8, 1, 1}, 2, 0, 1, 1},
   };
   Generator gen(5);
   for (size_t i = 0; i < std::size(cases); ++i) {
