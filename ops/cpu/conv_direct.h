@@ -39,6 +39,11 @@ void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
 // AVX512-BW and -VL (Note [bf16 on the grid] in conv_grid_tiles_avx512.h).
 bool conv2d_grid_takes(DType dtype);
 
+// Whether a bf16 forward on the grid multiplies pairs of bf16 taps with vdpbf16ps rather than
+// widening to f32 (Note [bf16 pairs on the grid] in conv_grid_avx512.cpp): where the CPU's
+// vdpbf16ps outruns its FMA.
+bool conv2d_grid_bf16_pairs();
+
 // Whether conv2d_direct_forward, for a geometry that suits it, computes g on a padded grid
 // (conv_grid_avx512.cpp, Note [Direct forward on a padded grid]) rather than row by row:
 // stride 1, output channels per group a multiple of 8.

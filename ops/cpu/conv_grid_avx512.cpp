@@ -59,6 +59,7 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/conv_direct.h"
+#include "ops/cpu/gemm_microkernel.h"
 #include "ops/kernels.h"
 
 #if defined(__AVX512F__)
@@ -75,18 +76,19 @@ using grid_detail::dispatch_grid;
 
 constexpr int kRows = 8;  // output channels per register tile (Note [Thin groups on the grid]: 1, 2 or 4 too)
 
-// The padded grid of one (image, group): each input channel's phase planes (Note [Strided
-// grid]) of hp x wp, `vectors` 16-wide vectors of outputs per output channel (Ho rows of wp,
-// rounded up), and the offsets of the K taps.
+// The padded grid of one (image, group): each input slot's phase planes (Note [Strided grid]) of
+// hp x wp, `vectors` 16-wide vectors of outputs per output channel (Ho rows of wp, rounded up),
+// and the offsets of the K taps. A slot is an input channel, or a pair of them on the bf16 pair
+// grid (Note [bf16 pairs on the grid]); offsets and sizes count the grid's 4-byte elements.
 struct Grid {
   int64_t hp, wp, plane, vectors, K;
-  int64_t phases_h, phases_w;  // phase planes per channel along each axis: 1 at stride 1
-  int64_t channel;             // floats per input channel: its phase planes
+  int64_t phases_h, phases_w;  // phase planes per slot along each axis: 1 at stride 1
+  int64_t channel;             // elements per slot: its phase planes
   int64_t floats;              // of the padded input, with the zeroed slack the last vectors read past
-  std::vector<int64_t> off;    // tap (c, kh, kw) of output j reads xpad[off[k] + j]
+  std::vector<int64_t> off;    // tap (slot, kh, kw) of output j reads xpad[off[k] + j]
 };
 
-Grid grid_of(const Conv2dGeometry& g) {
+Grid grid_of(const Conv2dGeometry& g, int64_t slots) {
   Grid grid;
   const int64_t sh = g.stride_h, sw = g.stride_w;
   grid.phases_h = std::min(sh, g.kernel_h);  // dilation 1 wherever the stride is not (conv2d_grid_forward_suits)
@@ -96,9 +98,9 @@ Grid grid_of(const Conv2dGeometry& g) {
   grid.plane = grid.hp * grid.wp;
   grid.channel = grid.phases_h * grid.phases_w * grid.plane;
   grid.vectors = (g.out_h * grid.wp + 15) / 16;
-  grid.K = g.in_channels_per_group() * g.kernel_h * g.kernel_w;
+  grid.K = slots * g.kernel_h * g.kernel_w;
   int64_t last_tap = 0;
-  for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
+  for (int64_t c = 0; c < slots; ++c)
     for (int64_t kh = 0; kh < g.kernel_h; ++kh)
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
         const int64_t rh = kh * g.dilation_h, rw = kw * g.dilation_w;  // the tap's padded offsets
@@ -106,9 +108,10 @@ Grid grid_of(const Conv2dGeometry& g) {
                            rw / sw);
         last_tap = std::max(last_tap, grid.off.back());
       }
-  grid.floats = std::max(g.in_channels_per_group() * grid.channel, last_tap + 16 * grid.vectors);
+  grid.floats = std::max(slots * grid.channel, last_tap + 16 * grid.vectors);
   return grid;
 }
+Grid grid_of(const Conv2dGeometry& g) { return grid_of(g, g.in_channels_per_group()); }
 
 // dst[j] = src[j * 2] for j < count, reading src only below 2 count - 1 (a row's last column).
 void copy_every_other(const float* src, float* dst, int64_t count) {
@@ -134,39 +137,104 @@ void copy_every_other(const BFloat16* src, float* dst, int64_t count) {
 }
 #endif
 
-// Copies the group's input planes of image n into xpad (Grid layout) and zeroes the rest. Note
-// [Strided grid]: at stride (sh, sw) phase plane (ph, pw) of a channel holds the padded input's
-// rows ph + sh i and columns pw + sw j.
-template <class T>
-void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, float* xpad) {
-  std::fill(xpad, xpad + grid.floats, 0.0f);
+// Zeroes xpad (Grid layout) and copies each slot's part of the padded input into it: for every
+// slot and phase plane, copy(slot, src, dst, rows, width) with src the offset of the first
+// value in the slot's input planes (rows sh in_w apart, values sw apart) and dst where it goes
+// (rows wp apart). Note [Strided grid]: at stride (sh, sw) phase plane (ph, pw) of a slot holds
+// the padded input's rows ph + sh i and columns pw + sw j.
+template <class D, class Copy>
+void lay_out_planes(const Conv2dGeometry& g, const Grid& grid, int64_t slots, D* xpad, Copy copy) {
+  std::fill(xpad, xpad + grid.floats, D(0));
   const int64_t sh = g.stride_h, sw = g.stride_w;
-  for (int64_t c = 0; c < g.in_channels_per_group(); ++c)
+  for (int64_t c = 0; c < slots; ++c)
     for (int64_t ph = 0; ph < grid.phases_h; ++ph)
       for (int64_t pw = 0; pw < grid.phases_w; ++pw) {
         const Range rows = valid_outputs(ph - g.pad_h, sh, g.in_h, grid.hp);
         const Range columns = valid_outputs(pw - g.pad_w, sw, g.in_w, grid.wp);
         const int64_t width = columns.end - columns.begin;
         if (rows.end <= rows.begin || width <= 0) continue;
-        const T* src = x_group + c * g.in_plane() + (ph + sh * rows.begin - g.pad_h) * g.in_w +
-                           (pw + sw * columns.begin - g.pad_w);
-        float* dst = xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp +
-                     columns.begin;
-        if (sw == 1) {
-          copy_rows(src, sh * g.in_w, dst, grid.wp, rows.end - rows.begin, width);
-          continue;
-        }
-        for (int64_t i = 0; i < rows.end - rows.begin; ++i) {
-          const T* from = src + i * sh * g.in_w;
-          float* to = dst + i * grid.wp;
-          if (sw == 2) {  // Note [bf16 on the grid]: bf16 takes it where the grid takes bf16
-            copy_every_other(from, to, width);
-            continue;
-          }
-          for (int64_t j = 0; j < width; ++j) to[j] = float(from[j * sw]);
-        }
+        const int64_t src = (ph + sh * rows.begin - g.pad_h) * g.in_w + (pw + sw * columns.begin - g.pad_w);
+        D* dst = xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp + columns.begin;
+        copy(c, src, dst, rows.end - rows.begin, width);
       }
 }
+
+// Copies the group's input planes of one image into xpad, widened to f32 (Note [bf16 on the grid]).
+template <class T>
+void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, float* xpad) {
+  const int64_t sh = g.stride_h, sw = g.stride_w;
+  lay_out_planes(g, grid, g.in_channels_per_group(), xpad,
+                 [&](int64_t c, int64_t src_offset, float* dst, int64_t rows, int64_t width) {
+                   const T* src = x_group + c * g.in_plane() + src_offset;
+                   if (sw == 1) return copy_rows(src, sh * g.in_w, dst, grid.wp, rows, width);
+                   for (int64_t i = 0; i < rows; ++i) {
+                     const T* from = src + i * sh * g.in_w;
+                     float* to = dst + i * grid.wp;
+                     if (sw == 2) copy_every_other(from, to, width);  // f32, and bf16 where the grid takes it
+                     else for (int64_t j = 0; j < width; ++j) to[j] = float(from[j * sw]);
+                   }
+                 });
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// dst[j] = a[j sw] | b[j sw] << 16 for j < width (as bit patterns; b null: 0): two channels'
+// values of one row side by side in 32-bit lanes. At sw 1 and 2 in vectors (at 2 each 32-bit lane
+// of a load holds the even element in its low half), reading a and b only below (width - 1) sw + 1.
+void pair_row(const BFloat16* a, const BFloat16* b, int64_t sw, uint32_t* dst, int64_t width) {
+  if (sw > 2) {
+    for (int64_t j = 0; j < width; ++j) dst[j] = uint32_t(a[j * sw].bits) | (b ? uint32_t(b[j * sw].bits) << 16 : 0u);
+    return;
+  }
+  for (int64_t j = 0; j < width; j += 16) {
+    const int64_t n = std::min<int64_t>(16, width - j);
+    const __mmask16 lanes = __mmask16((1u << n) - 1);
+    __m512i low, high = _mm512_setzero_si512();
+    if (sw == 1) {
+      low = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, a + j));
+      if (b) high = _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, b + j)), 16);
+    } else {
+      const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
+      low = _mm512_maskz_and_epi32(0xFFFF, _mm512_maskz_loadu_epi16(halves, a + 2 * j), _mm512_set1_epi32(0xFFFF));
+      if (b) high = _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_loadu_epi16(halves, b + 2 * j), 16);
+    }
+    _mm512_mask_storeu_epi32(dst + j, lanes, _mm512_or_si512(low, high));
+  }
+}
+
+// Note [bf16 pairs on the grid]: where vdpbf16ps outruns the FMA (Note [Widened bf16 GEMM] in
+// gemm_packed_bf16.cpp: twice the multiply-adds on Zen 5), a bf16 forward multiplies on the grid
+// in pairs rather than widening: slot p of the grid holds input channels 2p and 2p + 1 side by
+// side in each 32-bit lane (the second 0 past an odd count), so the taps (2p, kh, kw) and
+// (2p + 1, kh, kw), which share every offset, are one vdpbf16ps step, with weight pairs laid out
+// alike. Half the k steps, and the grid holds bf16 bits, never widened. Each output sums its
+// products in f32 in (pair, kh, kw) order, whatever the thread count; the sums differ from the
+// widened f32 ones in order only, and vdpbf16ps treats subnormal bf16 inputs as zero (as oneDNN's
+// bf16 convolutions do). The weight gradient keeps the widened grid.
+void pad_pairs(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_group, uint32_t* xpad) {
+  const int64_t sh = g.stride_h, sw = g.stride_w, cg = g.in_channels_per_group();
+  lay_out_planes(g, grid, (cg + 1) / 2, xpad,
+                 [&](int64_t p, int64_t src_offset, uint32_t* dst, int64_t rows, int64_t width) {
+                   const BFloat16* a = x_group + 2 * p * g.in_plane() + src_offset;
+                   const BFloat16* b = 2 * p + 1 < cg ? a + g.in_plane() : nullptr;
+                   for (int64_t i = 0; i < rows; ++i)
+                     pair_row(a + i * sh * g.in_w, b ? b + i * sh * g.in_w : nullptr, sw, dst + i * grid.wp, width);
+                 });
+}
+
+// The weight pairs of every output channel in the pair grid's tap order: (Cout, slots kH kW).
+Tensor weight_pairs(const Conv2dGeometry& g, const float* w, int64_t slots) {
+  const int64_t cg = g.in_channels_per_group(), taps = g.kernel_h * g.kernel_w;
+  const Tensor pairs = Tensor::empty({g.out_channels * slots * taps}, {.dtype = DType::i32});
+  uint32_t* out = reinterpret_cast<uint32_t*>(pairs.data<int32_t>());
+  for (int64_t o = 0; o < g.out_channels; ++o)
+    for (int64_t p = 0; p < slots; ++p)
+      for (int64_t t = 0; t < taps; ++t) {
+        const float lo = w[(o * cg + 2 * p) * taps + t], hi = 2 * p + 1 < cg ? w[(o * cg + 2 * p + 1) * taps + t] : 0.0f;
+        out[(o * slots + p) * taps + t] = uint32_t(float_to_bfloat16_bits(lo)) | uint32_t(float_to_bfloat16_bits(hi)) << 16;
+      }
+  return pairs;
+}
+#endif
 
 // Images laid out on the grid at a time, in bytes (they stay in L2 while every tile reads them).
 constexpr int64_t kGradChunkBytes = int64_t(1) << 20;
@@ -331,27 +399,31 @@ Tensor as_f32(const Tensor& t) {
   return wide;
 }
 
-template <class T>
-void grid_forward(const Conv2dGeometry& g, const T* xp, const float* wp, const float* bp, Activation act, T* yp) {
-  const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
-  const Grid grid = grid_of(g);
+// The forward's tasks (Note [Grid tasks]) on a grid of Taps::Value elements (4 bytes, like the
+// f32 outputs that share the workspace): lay_out(n, grp, xpad) lays out a task's grid; w holds
+// each output channel's K weights in the grid's tap order; outputs rounded once into y.
+template <class Taps, class T, class LayOut>
+void grid_forward(const Conv2dGeometry& g, const Grid& grid, const typename Taps::Weight* wp, const float* bp,
+                  Activation act, T* yp, LayOut lay_out) {
+  static_assert(sizeof(typename Taps::Value) == sizeof(float));
+  const int64_t M = g.out_channels_per_group(), Wo = g.out_w;
   const int64_t K = grid.K, ld = 16 * grid.vectors;  // grid buffer: M rows of ld outputs
   const int64_t tile = std::min<int64_t>(M, kRows);  // Note [Thin groups on the grid]
   const int64_t workspace = round_up_16(grid.floats) + M * ld;
   const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
   parallel_for(0, g.batch * g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
-    float* xpad = buffer.data<float>();
-    float* out = xpad + round_up_16(grid.floats);
+    auto* xpad = reinterpret_cast<typename Taps::Value*>(buffer.data<float>());
+    float* out = buffer.data<float>() + round_up_16(grid.floats);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / (g.groups * splits), grp = t / splits % g.groups, m_begin = t % splits * rows;
       const int64_t m_end = std::min(M, m_begin + rows);
-      pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad);
+      lay_out(n, grp, xpad);
       for (int64_t m0 = m_begin; m0 < m_end; m0 += tile) {
-        const float* w_block = wp + (grp * M + m0) * K;
         const gemm_detail::VectorEpilogue epilogue(
             {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
-        grid_detail::grid_block(tile, grid.vectors, K, grid.off.data(), w_block, xpad, out + m0 * ld, ld, epilogue);
+        grid_detail::grid_block<Taps>(tile, grid.vectors, K, grid.off.data(), wp + (grp * M + m0) * K, xpad,
+                                      out + m0 * ld, ld, epilogue);
       }
       // The Wo outputs of each grid row go to y.
       T* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
@@ -363,12 +435,36 @@ void grid_forward(const Conv2dGeometry& g, const T* xp, const float* wp, const f
 
 }  // namespace
 
+bool conv2d_grid_bf16_pairs() {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  return gemm_detail::avx512_bf16_dot_outruns_fma();  // Note [bf16 pairs on the grid]
+#else
+  return false;
+#endif
+}
+
 void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                          const Tensor& y) {
   const Tensor w32 = as_f32(w), b32 = as_f32(b);
   const float* bp = b32.defined() ? b32.data<float>() : nullptr;
+  const int64_t cg = g.in_channels_per_group();
   dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {
-    grid_forward<T>(g, x.data<T>(), w32.data<float>(), bp, act, y.data<T>());
+    const T* xp = x.data<T>();
+    auto x_group = [&](int64_t n, int64_t grp) { return xp + (n * g.in_channels + grp * cg) * g.in_plane(); };
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (conv2d_grid_bf16_pairs()) {
+        const Grid grid = grid_of(g, (cg + 1) / 2);
+        const Tensor pairs = weight_pairs(g, w32.data<float>(), (cg + 1) / 2);
+        return grid_forward<grid_detail::Bf16PairTaps>(
+            g, grid, reinterpret_cast<const uint32_t*>(pairs.data<int32_t>()), bp, act, y.data<T>(),
+            [&](int64_t n, int64_t grp, uint32_t* xpad) { pad_pairs(g, grid, x_group(n, grp), xpad); });
+      }
+    }
+#endif
+    const Grid grid = grid_of(g);
+    grid_forward<grid_detail::F32Taps>(g, grid, w32.data<float>(), bp, act, y.data<T>(),
+                                       [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
   });
 }
 
@@ -451,6 +547,7 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
 }
 #else
 bool conv2d_grid_takes(DType) { return false; }
+bool conv2d_grid_bf16_pairs() { return false; }
 bool conv2d_grid_forward_suits(const Conv2dGeometry&, DType) { return false; }
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
 void conv2d_grid_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}

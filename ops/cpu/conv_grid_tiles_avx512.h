@@ -18,23 +18,47 @@
 
 namespace ember::cpu::grid_detail {
 
+// What one k step of a tile multiplies (Note [bf16 pairs on the grid]): an f32 weight by f32 grid
+// values, one FMA a lane; or, where the CPU has AVX512-BF16, a pair of bf16 weights by pairs of
+// bf16 grid values (two taps side by side in each 32-bit lane), one vdpbf16ps: two multiply-adds
+// a lane.
+struct F32Taps {
+  using Weight = float;
+  using Value = float;
+  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 broadcast(float w) { return _mm512_set1_ps(w); }
+  static __m512 multiply_add(__m512 acc, __m512 w, __m512 b) { return _mm512_fmadd_ps(w, b, acc); }
+};
+#if defined(__AVX512BF16__)
+struct Bf16PairTaps {
+  using Weight = uint32_t;  // two bf16 bit patterns: the lower tap in the low half
+  using Value = uint32_t;
+  static __m512i load(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  static __m512i broadcast(uint32_t w) { return _mm512_set1_epi32(int(w)); }
+  static __m512 multiply_add(__m512 acc, __m512i w, __m512i b) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)b);
+  }
+};
+#endif
+
 // One ROWS x 16 NV tile: acc[i][v] = sum over k of w[i * K + k] * b[off[k] + 16 v], stored through
 // the epilogue to out[i * ld + 16 v].
-template <int ROWS, int NV>
-void grid_tile(int64_t K, const float* w, const int64_t* off, const float* b, float* out, int64_t ld,
-               const gemm_detail::VectorEpilogue& epilogue) {
+template <class Taps, int ROWS, int NV>
+void grid_tile(int64_t K, const typename Taps::Weight* w, const int64_t* off, const typename Taps::Value* b, float* out,
+               int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+  using Vector = decltype(Taps::load(b));
   __m512 acc[ROWS][NV];
   gemm_detail::zero_tile(acc);
   for (int64_t k = 0; k < K; ++k) {
-    __m512 bv[NV];
-    const float* row = b + off[k];
+    Vector bv[NV];
+    const typename Taps::Value* row = b + off[k];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(row + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = Taps::load(row + 16 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < ROWS; ++i) {
-      const __m512 wi = _mm512_set1_ps(w[i * K + k]);
+      const Vector wi = Taps::broadcast(w[i * K + k]);
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wi, bv[v], acc[i][v]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = Taps::multiply_add(acc[i][v], wi, bv[v]);
     }
   }
 #pragma GCC unroll 8
@@ -62,25 +86,27 @@ int tile_vectors(int64_t left) {
 
 // The tiles of ROWS output channels over `vectors` vectors of the grid: w (ROWS, K), tap k of
 // grid position j at xpad[off[k] + j], outputs at out[i * ld + j].
-template <int ROWS>
-void grid_rows(int64_t vectors, int64_t K, const int64_t* off, const float* w, const float* xpad, float* out,
-               int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+template <class Taps, int ROWS>
+void grid_rows(int64_t vectors, int64_t K, const int64_t* off, const typename Taps::Weight* w,
+               const typename Taps::Value* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
   for (int64_t v0 = 0; v0 < vectors;) {
     const int nv = tile_vectors<ROWS>(vectors - v0);
     [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
-      ((nv == Ns + 1 ? grid_tile<ROWS, Ns + 1>(K, w, off, xpad + 16 * v0, out + 16 * v0, ld, epilogue) : void()), ...);
+      ((nv == Ns + 1 ? grid_tile<Taps, ROWS, Ns + 1>(K, w, off, xpad + 16 * v0, out + 16 * v0, ld, epilogue) : void()),
+       ...);
     }(std::make_integer_sequence<int, kTileVectors<ROWS>>());
     v0 += nv;
   }
 }
 
 // grid_rows for a block of `rows` output channels: 8, or a thin group's 1, 2 or 4.
-inline void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, const float* w,
-                       const float* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
-  if (rows == 8) grid_rows<8>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else if (rows == 4) grid_rows<4>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else if (rows == 2) grid_rows<2>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else grid_rows<1>(vectors, K, off, w, xpad, out, ld, epilogue);
+template <class Taps = F32Taps>
+void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, const typename Taps::Weight* w,
+                const typename Taps::Value* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+  if (rows == 8) grid_rows<Taps, 8>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else if (rows == 4) grid_rows<Taps, 4>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else if (rows == 2) grid_rows<Taps, 2>(vectors, K, off, w, xpad, out, ld, epilogue);
+  else grid_rows<Taps, 1>(vectors, K, off, w, xpad, out, ld, epilogue);
 }
 
 // Note [bf16 on the grid]: the grid is an f32 workspace whatever the tensors hold. A bf16 layer

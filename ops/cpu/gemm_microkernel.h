@@ -73,6 +73,9 @@ Bf16MicroKernel avx512_bf16_micro_kernel();
 // The multiply-adds per second of vdpbf16ps over those of vfmadd (zmm, independent chains,
 // measured once, about 2 ms); 0 where the build has no AVX512-BF16 (Note [Widened bf16 GEMM]).
 double avx512_bf16_dot_speedup();
+// Whether vdpbf16ps gives at least 1.2x the FMA's multiply-adds here: the pair kernels' test
+// (Note [Widened bf16 GEMM]), measured once per process.
+bool avx512_bf16_dot_outruns_fma();
 
 // The epilogue of the portable kernels: c = act(alpha * acc + beta * c + bias) for the tile's
 // rows [0, m) and columns [0, n), acc[i * acc_ld + j] (any tile size).

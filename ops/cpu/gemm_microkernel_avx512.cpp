@@ -224,4 +224,9 @@ Bf16MicroKernel avx512_bf16_micro_kernel() { return nullptr; }
 double avx512_bf16_dot_speedup() { return 0; }
 #endif
 
+bool avx512_bf16_dot_outruns_fma() {
+  static const bool outruns = avx512_bf16_micro_kernel() && avx512_bf16_dot_speedup() >= 1.2;
+  return outruns;
+}
+
 }  // namespace ember::cpu::gemm_detail

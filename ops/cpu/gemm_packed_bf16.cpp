@@ -146,7 +146,7 @@ Bf16Kernel default_bf16_kernel() {
     if (forced == "dot") return Bf16Kernel{dot ? dot : portable_bf16_micro_kernel, nullptr};
     if (forced == "amx") return Bf16Kernel{nullptr, nullptr, amx ? amx : emulated_amx_bf16_micro_kernel};
     if (amx) return Bf16Kernel{nullptr, nullptr, amx};
-    return dot && avx512_bf16_dot_speedup() >= 1.2 ? Bf16Kernel{dot, nullptr} : widened;
+    return avx512_bf16_dot_outruns_fma() ? Bf16Kernel{dot, nullptr} : widened;
   }();
   return kernel;
 }
