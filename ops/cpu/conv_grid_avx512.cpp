@@ -221,6 +221,35 @@ void pad_pairs(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_grou
                  });
 }
 
+// Note [bf16 weight gradient on position pairs]: the weight gradient's sums run along the grid
+// positions (dw[m, k] = sum over j of dy[m, j] xpad[off(k) + j]), so a bf16 grid pairs positions
+// rather than channels: the input planes and dy are laid out as bf16 bits, unwidened, and a
+// 512-bit load at any offset holds 32 consecutive positions, two to a 32-bit lane, the same pairs
+// in dy and in every tap's x. One vdpbf16ps then adds two positions' products per lane: half the
+// steps of the widened grid, from half the bytes. The sums differ from the widened ones in order.
+void pad_bits(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_group, BFloat16* xpad) {
+  const int64_t sh = g.stride_h, sw = g.stride_w;
+  lay_out_planes(g, grid, g.in_channels_per_group(), xpad,
+                 [&](int64_t c, int64_t src_offset, BFloat16* dst, int64_t rows, int64_t width) {
+                   const BFloat16* src = x_group + c * g.in_plane() + src_offset;
+                   if (sw == 1) return copy_rows(src, sh * g.in_w, dst, grid.wp, rows, width);
+                   for (int64_t i = 0; i < rows; ++i) {
+                     const BFloat16* from = src + i * sh * g.in_w;
+                     BFloat16* to = dst + i * grid.wp;
+                     if (sw != 2) {
+                       for (int64_t j = 0; j < width; ++j) to[j] = from[j * sw];
+                       continue;
+                     }
+                     for (int64_t j = 0; j < width; j += 16) {  // the low half of each 32-bit lane: the even elements
+                       const int64_t n = std::min<int64_t>(16, width - j);
+                       const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
+                       _mm512_mask_cvtepi32_storeu_epi16(to + j, __mmask16((1u << n) - 1),
+                                                         _mm512_maskz_loadu_epi16(halves, from + 2 * j));
+                     }
+                   }
+                 });
+}
+
 // The weight pairs of every output channel in the pair grid's tap order: (Cout, slots kH kW).
 Tensor weight_pairs(const Conv2dGeometry& g, const float* w, int64_t slots) {
   const int64_t cg = g.in_channels_per_group(), taps = g.kernel_h * g.kernel_w;
@@ -254,46 +283,77 @@ __m128 lane_sums(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 
 // The layout of a chunk of images on the grid: per image, its padded input planes (image_x
-// floats) and dy (M rows of ld floats, image_dy); the images of a chunk side by side.
+// values) and dy (M rows of ld values, image_dy); the images of a chunk side by side. V: float, or
+// bf16 on position pairs (Note [bf16 weight gradient on position pairs]).
+template <class V>
 struct GradChunk {
   int64_t images, vectors, ld, image_dy, image_x;
-  const float* dyg;
-  const float* xpad;
+  const V* dyg;
+  const V* xpad;
 };
+
+// What a weight-gradient step multiplies: 16 f32 grid positions, one FMA a lane; or 32 bf16 grid
+// positions, two side by side in each 32-bit lane, one vdpbf16ps (Note [bf16 weight gradient on
+// position pairs]).
+struct F32Positions {
+  using Value = float;
+  static constexpr int kPerVector = 16;
+  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_aligned(const float* p) { return _mm512_load_ps(p); }
+  static __m512 multiply_add(__m512 acc, __m512 d, __m512 x) { return _mm512_fmadd_ps(d, x, acc); }
+};
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+struct Bf16PositionPairs {
+  using Value = BFloat16;
+  static constexpr int kPerVector = 32;
+  static __m512i load(const BFloat16* p) { return _mm512_loadu_si512(p); }
+  static __m512i load_aligned(const BFloat16* p) { return _mm512_load_si512(p); }
+  static __m512 multiply_add(__m512 acc, __m512i d, __m512i x) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)d, (__m512bh)x);
+  }
+};
+#endif
 
 // Note [One load per vector]: GCC 12 folded the load of each dy vector into all NT of its FMAs
 // as a memory operand (and, in the 4-row tiles, each x vector into its 4), so an 8 x 3 step
 // issued 27 vector loads for 24 FMAs, and Zen 4 does one 512-bit load a cycle: the loads, not
 // the FMAs, set the pace (perf: a load in every FMA of the loop). An empty asm that claims to
 // change a loaded value makes it a register that its FMAs share.
-inline void keep_in_register(__m512& v) { asm("" : "+v"(v)); }
+template <class Vector>
+inline void keep_in_register(Vector& v) {
+  asm("" : "+v"(v));
+}
 
 // dw[i][t] (+)= the sums for the ROWS rows of the chunk's dy starting at row m0 and its NT taps
 // off[t]; dw rows K apart. The first chunk stores, later ones add.
-template <int ROWS, int NT>
-void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K, bool accumulate) {
+template <class Positions, int ROWS, int NT>
+void grad_tile(const GradChunk<typename Positions::Value>& chunk, int64_t m0, const int64_t* off, float* dw,
+               int64_t K, bool accumulate) {
+  using V = typename Positions::Value;
+  using Vector = decltype(Positions::load(chunk.xpad));
+  constexpr int kStep = Positions::kPerVector;
   const int64_t images = chunk.images, vectors = chunk.vectors, ld = chunk.ld, image_dy = chunk.image_dy;
   const int64_t image_x = chunk.image_x;
-  const float* dyg = chunk.dyg + m0 * ld;
-  const float* xpad = chunk.xpad;
+  const V* dyg = chunk.dyg + m0 * ld;
+  const V* xpad = chunk.xpad;
   __m512 acc[ROWS][NT];
   gemm_detail::zero_tile(acc);
   for (int64_t n = 0; n < images; ++n) {
-    const float* d = dyg + n * image_dy;
-    const float* x = xpad + n * image_x;
+    const V* d = dyg + n * image_dy;
+    const V* x = xpad + n * image_x;
     for (int64_t v = 0; v < vectors; ++v) {
-      __m512 xv[NT];
+      Vector xv[NT];
 #pragma GCC unroll 6
       for (int t = 0; t < NT; ++t) {
-        xv[t] = _mm512_loadu_ps(x + off[t] + 16 * v);
+        xv[t] = Positions::load(x + off[t] + kStep * v);
         keep_in_register(xv[t]);
       }
 #pragma GCC unroll 8
       for (int i = 0; i < ROWS; ++i) {
-        __m512 dv = _mm512_load_ps(d + i * ld + 16 * v);
+        Vector dv = Positions::load_aligned(d + i * ld + kStep * v);
         keep_in_register(dv);
 #pragma GCC unroll 6
-        for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_fmadd_ps(dv, xv[t], acc[i][t]);
+        for (int t = 0; t < NT; ++t) acc[i][t] = Positions::multiply_add(acc[i][t], dv, xv[t]);
       }
     }
   }
@@ -325,21 +385,25 @@ void grad_tile(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw
 }
 
 // The tiles of rows [m0, m0 + ROWS) x every tap, NT taps at a time (the last tile narrower).
-template <int ROWS, int NT>
-void grad_rows(const GradChunk& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K, bool accumulate) {
+template <class Positions, int ROWS, int NT>
+void grad_rows(const GradChunk<typename Positions::Value>& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K,
+               bool accumulate) {
   int64_t k0 = 0;
-  for (; k0 + NT <= K; k0 += NT) grad_tile<ROWS, NT>(chunk, m0, off + k0, dw + k0, K, accumulate);
+  for (; k0 + NT <= K; k0 += NT) grad_tile<Positions, ROWS, NT>(chunk, m0, off + k0, dw + k0, K, accumulate);
   if constexpr (NT > 1) {
     if (k0 < K) {
       // One narrower tile for the K % NT taps left.
       [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
-        ((K - k0 == Ns + 1 ? grad_tile<ROWS, Ns + 1>(chunk, m0, off + k0, dw + k0, K, accumulate) : void()), ...);
+        ((K - k0 == Ns + 1 ? grad_tile<Positions, ROWS, Ns + 1>(chunk, m0, off + k0, dw + k0, K, accumulate)
+                           : void()),
+         ...);
       }(std::make_integer_sequence<int, NT - 1>());
     }
   }
 }
 
-int64_t round_up_16(int64_t n) { return (n + 15) / 16 * 16; }
+int64_t round_up(int64_t n, int64_t step) { return (n + step - 1) / step * step; }
+int64_t round_up_16(int64_t n) { return round_up(n, 16); }
 
 // Note [Grid tasks]: a task is an (image, group) in the forward and a group in the weight
 // gradient. Where that gives fewer than two tasks per thread (few groups, a batch of one), each
@@ -479,51 +543,59 @@ bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
 
 namespace {
 
-template <class T>
-void grid_weight_grad(const Conv2dGeometry& g, const T* xp, const T* dyp, float* dwp) {
-  const int64_t M = g.out_channels_per_group(), cg = g.in_channels_per_group(), Wo = g.out_w;
-  const Grid grid = grid_of(g);
+// The weight gradient's tasks on a grid of Positions::Value: lay_out(n, grp, xpad) lays out an
+// image's grid; dy's rows are copied beside it (widened to f32, or as bf16 bits).
+template <class Positions, class T, class LayOut>
+void grid_weight_grad(const Conv2dGeometry& g, const Grid& grid, const T* dyp, float* dwp, LayOut lay_out) {
+  using V = typename Positions::Value;
+  constexpr int64_t kStep = Positions::kPerVector;
+  const int64_t M = g.out_channels_per_group(), Wo = g.out_w;
   if (g.batch == 0) return std::fill(dwp, dwp + g.out_channels * grid.K, 0.0f);
   const int64_t rows = rows_per_task(g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
-  // Per image: the padded input planes, and dy's `rows` rows on the grid, ld floats each.
-  const int64_t K = grid.K, ld = 16 * grid.vectors;
-  const int64_t image_x = round_up_16(grid.floats), image_dy = rows * ld;
+  // Per image: the padded input planes, and dy's `rows` rows on the grid, ld values each (whole
+  // vectors: the positions past Ho rows of wp are zero in dy).
+  const int64_t K = grid.K, vectors = (g.out_h * grid.wp + kStep - 1) / kStep, ld = kStep * vectors;
+  const int64_t last_tap = *std::max_element(grid.off.begin(), grid.off.end());
+  const int64_t image_x = round_up(std::max(grid.floats, last_tap + ld), kStep), image_dy = rows * ld;
   // The chunk is sized for the whole group's M rows of dy, whatever a task holds: the chunks set
   // the order of the sums, which must not depend on the thread count.
   const int64_t chunk_images =
-      std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(float)) * (image_x + M * ld)), 1, g.batch);
+      std::clamp<int64_t>(kGradChunkBytes / (int64_t(sizeof(V)) * (image_x + M * ld)), 1, g.batch);
+  const int64_t buffer_bytes = chunk_images * (image_x + image_dy) * int64_t(sizeof(V));
   parallel_for(0, g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
-    const Tensor buffer = Tensor::empty({chunk_images * (image_x + image_dy)}, {.dtype = DType::f32});
-    float* xpad = buffer.data<float>();
-    float* dyg = xpad + chunk_images * image_x;
+    const Tensor buffer = Tensor::empty({(buffer_bytes + 3) / 4}, {.dtype = DType::f32});
+    V* xpad = reinterpret_cast<V*>(buffer.data<float>());
+    V* dyg = xpad + chunk_images * image_x;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t grp = t / splits, m_begin = t % splits * rows, m_end = std::min(M, m_begin + rows);
       for (int64_t n0 = 0; n0 < g.batch; n0 += chunk_images) {
         const int64_t images = std::min(chunk_images, g.batch - n0);
-        std::fill(dyg, dyg + images * image_dy, 0.0f);
+        std::fill(dyg, dyg + images * image_dy, V(0));
         for (int64_t i = 0; i < images; ++i) {
           const int64_t n = n0 + i;
-          pad_planes(g, grid, xp + (n * g.in_channels + grp * cg) * g.in_plane(), xpad + i * image_x);
+          lay_out(n, grp, xpad + i * image_x);
+          // The last vectors of 32 bf16 positions may read past the grid: zeros there, as dy's.
+          std::fill(xpad + i * image_x + grid.floats, xpad + (i + 1) * image_x, V(0));
           const T* dy_group = dyp + (n * g.out_channels + grp * M) * g.out_plane();
           for (int64_t m = m_begin; m < m_end; ++m)
             copy_rows(dy_group + m * g.out_plane(), Wo, dyg + i * image_dy + (m - m_begin) * ld, grid.wp, g.out_h, Wo);
         }
-        const GradChunk chunk{images, grid.vectors, ld, image_dy, image_x, dyg, xpad};
+        const GradChunk<V> chunk{images, vectors, ld, image_dy, image_x, dyg, xpad};
         const bool accumulate = n0 > 0;
         for (int64_t m0 = m_begin; m0 < m_end;) {
           float* out = dwp + (grp * M + m0) * K;
           const int64_t left = m_end - m0, at = m0 - m_begin;
           if (left >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
-            grad_rows<8, 3>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_rows<Positions, 8, 3>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 8;
           } else if (left >= 4) {
-            grad_rows<4, 6>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_rows<Positions, 4, 6>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 4;
           } else if (left == 2) {  // Note [Thin groups on the grid]
-            grad_rows<2, 6>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_rows<Positions, 2, 6>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 2;
           } else {
-            grad_rows<1, 9>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_rows<Positions, 1, 9>(chunk, at, grid.off.data(), out, K, accumulate);
             m0 += 1;
           }
         }
@@ -535,12 +607,28 @@ void grid_weight_grad(const Conv2dGeometry& g, const T* xp, const T* dyp, float*
 }  // namespace
 
 void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  const int64_t cg = g.in_channels_per_group();
+  const Grid grid = grid_of(g);
   dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {
+    const T* xp = x.data<T>();
+    auto x_group = [&](int64_t n, int64_t grp) { return xp + (n * g.in_channels + grp * cg) * g.in_plane(); };
+    auto widened = [&](float* sums) {
+      grid_weight_grad<F32Positions>(g, grid, dy.data<T>(), sums,
+                                     [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
+    };
     if constexpr (std::is_same_v<T, float>) {
-      grid_weight_grad<T>(g, x.data<T>(), dy.data<T>(), dw.data<float>());
+      widened(dw.data<float>());
     } else {  // summed in f32, rounded once (Note [bf16 on the grid])
       const Tensor sums = Tensor::empty(dw.shape(), {.dtype = DType::f32});
-      grid_weight_grad<T>(g, x.data<T>(), dy.data<T>(), sums.data<float>());
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+      if (conv2d_grid_bf16_pairs()) {
+        grid_weight_grad<Bf16PositionPairs>(
+            g, grid, dy.data<T>(), sums.data<float>(),
+            [&](int64_t n, int64_t grp, BFloat16* xpad) { pad_bits(g, grid, x_group(n, grp), xpad); });
+        return copy(sums, dw);
+      }
+#endif
+      widened(sums.data<float>());
       copy(sums, dw);
     }
   });
