@@ -467,7 +467,8 @@ TEST_CASE("conv2d's padded-grid weight gradient of an empty batch is zero", "[co
 // (SE-ResNeXt's downsampling), padded 3x3 layers at stride 1 (im2col's rows in registers) and
 // stride 2 (its portable loop), and a batch of two chunks (16 MiB of gathered values each, the
 // last of 2 images). Every case has M K > (M + K) L and is off the padded grid at 1 to 3 threads
-// (20 output channels are no multiple of 8; the grid takes ungrouped layers at stride 1 only).
+// (20 output channels are no multiple of 8; the grid takes ungrouped layers at stride 1 only);
+// and the same in bf16.
 TEST_CASE("conv2d's weight gradient over all images matches one image at a time", "[conv]") {
   struct Case {
     int64_t batch, in, out, hw, kernel, stride, pad;
@@ -502,5 +503,18 @@ TEST_CASE("conv2d's weight gradient over all images matches one image at a time"
     set_num_threads(before);
     check_close(dw[0].to(DType::f64), want, 1e-4, 1e-3);
     for (size_t t : {1, 2}) CHECK(max(abs(sub(dw[0], dw[t]))).item() == 0.0);
+    // bf16 gathers too, summing in f32 and rounding once: within the bf16 rounding of f64 on the
+    // rounded inputs, the same bits at any thread count.
+    const Tensor xb = x.to(DType::bf16), gyb = gy.to(DType::bf16);
+    const Tensor want_bf16 = conv2d_weight_grad(xb.to(DType::f64), gyb.to(DType::f64), w_shape, c.stride, c.pad);
+    std::vector<Tensor> dwb;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      dwb.push_back(conv2d_weight_grad(xb, gyb, w_shape, c.stride, c.pad));
+    }
+    set_num_threads(before);
+    CHECK(dwb[0].dtype() == DType::bf16);
+    check_close(dwb[0].to(DType::f64), want_bf16, 1.0 / 128, 1e-2);
+    for (size_t t : {1, 2}) CHECK(max(abs(sub(dwb[0].to(DType::f32), dwb[t].to(DType::f32)))).item() == 0.0);
   }
 }
