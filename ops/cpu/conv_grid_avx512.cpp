@@ -125,14 +125,20 @@ void copy_every_other(const float* src, float* dst, int64_t count) {
 }
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
-// The same from bf16, widened: each 32-bit lane of a load holds an even element in its low half
-// (little-endian), which shifted up is that element as f32. Reads src only below 2 count - 1.
-void copy_every_other(const BFloat16* src, float* dst, int64_t count) {
+// The same from bf16: each 32-bit lane of a load holds an even element in its low half
+// (little-endian), which shifted up is that element as f32, and truncated to 16 bits its bits.
+// Reads src only below 2 count - 1.
+template <class D>
+void copy_every_other(const BFloat16* src, D* dst, int64_t count) {
   for (int64_t j = 0; j < count; j += 16) {
     const int64_t n = std::min<int64_t>(16, count - j);
     const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
+    const __mmask16 lanes = __mmask16((1u << n) - 1);
     const __m512i pairs = _mm512_maskz_loadu_epi16(halves, src + 2 * j);
-    _mm512_mask_storeu_ps(dst + j, __mmask16((1u << n) - 1), _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, pairs, 16)));
+    if constexpr (std::is_same_v<D, float>)
+      _mm512_mask_storeu_ps(dst + j, lanes, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, pairs, 16)));
+    else
+      _mm512_mask_cvtepi32_storeu_epi16(dst + j, lanes, pairs);
   }
 }
 #endif
@@ -159,19 +165,20 @@ void lay_out_planes(const Conv2dGeometry& g, const Grid& grid, int64_t slots, D*
       }
 }
 
-// Copies the group's input planes of one image into xpad, widened to f32 (Note [bf16 on the grid]).
-template <class T>
-void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, float* xpad) {
+// Copies the group's input planes of one image into xpad: widened to f32 (D float, Note [bf16 on
+// the grid]), or as bf16 bits (D BFloat16, Note [bf16 weight gradient on position pairs]).
+template <class T, class D>
+void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, D* xpad) {
   const int64_t sh = g.stride_h, sw = g.stride_w;
   lay_out_planes(g, grid, g.in_channels_per_group(), xpad,
-                 [&](int64_t c, int64_t src_offset, float* dst, int64_t rows, int64_t width) {
+                 [&](int64_t c, int64_t src_offset, D* dst, int64_t rows, int64_t width) {
                    const T* src = x_group + c * g.in_plane() + src_offset;
                    if (sw == 1) return copy_rows(src, sh * g.in_w, dst, grid.wp, rows, width);
                    for (int64_t i = 0; i < rows; ++i) {
                      const T* from = src + i * sh * g.in_w;
-                     float* to = dst + i * grid.wp;
+                     D* to = dst + i * grid.wp;
                      if (sw == 2) copy_every_other(from, to, width);  // f32, and bf16 where the grid takes it
-                     else for (int64_t j = 0; j < width; ++j) to[j] = float(from[j * sw]);
+                     else for (int64_t j = 0; j < width; ++j) to[j] = D(from[j * sw]);
                    }
                  });
 }
@@ -218,35 +225,6 @@ void pad_pairs(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_grou
                    const BFloat16* b = 2 * p + 1 < cg ? a + g.in_plane() : nullptr;
                    for (int64_t i = 0; i < rows; ++i)
                      pair_row(a + i * sh * g.in_w, b ? b + i * sh * g.in_w : nullptr, sw, dst + i * grid.wp, width);
-                 });
-}
-
-// Note [bf16 weight gradient on position pairs]: the weight gradient's sums run along the grid
-// positions (dw[m, k] = sum over j of dy[m, j] xpad[off(k) + j]), so a bf16 grid pairs positions
-// rather than channels: the input planes and dy are laid out as bf16 bits, unwidened, and a
-// 512-bit load at any offset holds 32 consecutive positions, two to a 32-bit lane, the same pairs
-// in dy and in every tap's x. One vdpbf16ps then adds two positions' products per lane: half the
-// steps of the widened grid, from half the bytes. The sums differ from the widened ones in order.
-void pad_bits(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_group, BFloat16* xpad) {
-  const int64_t sh = g.stride_h, sw = g.stride_w;
-  lay_out_planes(g, grid, g.in_channels_per_group(), xpad,
-                 [&](int64_t c, int64_t src_offset, BFloat16* dst, int64_t rows, int64_t width) {
-                   const BFloat16* src = x_group + c * g.in_plane() + src_offset;
-                   if (sw == 1) return copy_rows(src, sh * g.in_w, dst, grid.wp, rows, width);
-                   for (int64_t i = 0; i < rows; ++i) {
-                     const BFloat16* from = src + i * sh * g.in_w;
-                     BFloat16* to = dst + i * grid.wp;
-                     if (sw != 2) {
-                       for (int64_t j = 0; j < width; ++j) to[j] = from[j * sw];
-                       continue;
-                     }
-                     for (int64_t j = 0; j < width; j += 16) {  // the low half of each 32-bit lane: the even elements
-                       const int64_t n = std::min<int64_t>(16, width - j);
-                       const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
-                       _mm512_mask_cvtepi32_storeu_epi16(to + j, __mmask16((1u << n) - 1),
-                                                         _mm512_maskz_loadu_epi16(halves, from + 2 * j));
-                     }
-                   }
                  });
 }
 
@@ -303,6 +281,12 @@ struct F32Positions {
   static __m512 multiply_add(__m512 acc, __m512 d, __m512 x) { return _mm512_fmadd_ps(d, x, acc); }
 };
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// Note [bf16 weight gradient on position pairs]: the weight gradient's sums run along the grid
+// positions (dw[m, k] = sum over j of dy[m, j] xpad[off(k) + j]), so a bf16 grid pairs positions
+// rather than channels: the input planes and dy are laid out as bf16 bits, unwidened, and a
+// 512-bit load at any offset holds 32 consecutive positions, two to a 32-bit lane, the same pairs
+// in dy and in every tap's x. One vdpbf16ps then adds two positions' products per lane: half the
+// steps of the widened grid, from half the bytes. The sums differ from the widened ones in order.
 struct Bf16PositionPairs {
   using Value = BFloat16;
   static constexpr int kPerVector = 32;
@@ -624,7 +608,7 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
       if (conv2d_grid_bf16_pairs()) {
         grid_weight_grad<Bf16PositionPairs>(
             g, grid, dy.data<T>(), sums.data<float>(),
-            [&](int64_t n, int64_t grp, BFloat16* xpad) { pad_bits(g, grid, x_group(n, grp), xpad); });
+            [&](int64_t n, int64_t grp, BFloat16* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
         return copy(sums, dw);
       }
 #endif
