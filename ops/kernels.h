@@ -326,6 +326,9 @@ void batch_hard_mine(const PairTiles& tiles, const Tensor& e, const Tensor& labe
 // x: contiguous f32/f64, any shape -> out: (3) i64 contiguous on x's device: [number of NaN
 // elements, number of infinite elements, flat index of the first non-finite element or -1].
 void count_nonfinite(const Tensor& x, const Tensor& out);
+// CPU only. x: contiguous f32, f64, bf16 or f16. Whether every element is finite: one streaming
+// pass over the bit patterns (Note [Non-finite values on the grid] in ops/cpu/conv.cpp).
+bool all_finite(const Tensor& x);
 // The metric losses' poison and gate (Note [Non-finite embeddings] in ops/metric_rules.h):
 // x: contiguous f32/f64, any shape -> poison: 0-d, x's dtype: PML's zero_loss sum(x * 0), i.e. 0
 // when every element is finite, else NaN.

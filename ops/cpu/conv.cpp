@@ -321,8 +321,9 @@ void col2im(const Conv2dGeometry& g, const acc_t<T>* col, T* dx, int64_t c0, int
 // rounded into y while it is still in L2, the input gradient into f32 columns that col2im sums
 // in f32, the weight gradient into f32 accumulators summed over images and rounded once. The
 // "direct" input gradient is f32/f64 only: bf16 takes gemm+col2im. A bf16 layer that suits the
-// padded grid runs there instead, widened into the grid's f32 workspace (Note [bf16 on the grid]
-// in conv_grid_tiles_avx512.h).
+// padded grid runs there instead, widened into the grid's f32 workspace or multiplied in bf16
+// pairs (Note [bf16 on the grid] in conv_grid_tiles_avx512.h, Note [bf16 pairs on the grid] in
+// conv_grid_avx512.cpp).
 template <class T>
 void forward_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                    const Tensor& y, Conv2dWeightPack* pack) {
@@ -540,9 +541,21 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
+// Note [Non-finite values on the grid]: the padded grid multiplies values that im2col + GEMM never
+// pairs: the weight gradient sums dy * x over every grid position, where dy is 0 at the columns
+// it throws away but x holds real input values, and the input gradient as a forward (the row
+// kernel too) multiplies dy's zero padding by the weights. Where those x values or weights are
+// infinite or NaN, 0 * inf turned weights that im2col + GEMM computes finite into NaN. So these
+// passes run only on finite x (weight gradient) or finite weights (input gradient), checked in
+// one streaming pass (all_finite); anything else takes im2col + GEMM and gets its values. The
+// forward is unaffected: it never keeps a thrown-away output, and its padding taps multiply
+// zeros by the weights as im2col + GEMM does.
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
-  if (use_direct_input_grad(g, dy.dtype())) return conv2d_direct_input_grad_as_forward(g, dy, w, dx);
-  if (use_grid_input_grad(g, dy.dtype())) return conv2d_grid_input_grad(g, dy, w, dx);
+  const bool as_forward = use_direct_input_grad(g, dy.dtype()), on_grid = use_grid_input_grad(g, dy.dtype());
+  if ((as_forward || on_grid) && all_finite(w)) {
+    if (as_forward) return conv2d_direct_input_grad_as_forward(g, dy, w, dx);
+    return conv2d_grid_input_grad(g, dy, w, dx);
+  }
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
       if (use_direct(g, ConvPass::input_grad)) return conv2d_direct_input_grad<T>(g, dy, w, dx);
@@ -551,7 +564,7 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
   });
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  if (use_grid_weight_grad(g, x.dtype())) return conv2d_grid_weight_grad(g, x, dy, dw);
+  if (use_grid_weight_grad(g, x.dtype()) && all_finite(x)) return conv2d_grid_weight_grad(g, x, dy, dw);
   if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }

@@ -39,9 +39,11 @@ void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
 // AVX512-BW and -VL (Note [bf16 on the grid] in conv_grid_tiles_avx512.h).
 bool conv2d_grid_takes(DType dtype);
 
-// Whether a bf16 forward on the grid multiplies pairs of bf16 taps with vdpbf16ps rather than
-// widening to f32 (Note [bf16 pairs on the grid] in conv_grid_avx512.cpp): where the CPU's
-// vdpbf16ps outruns its FMA.
+// Whether bf16 passes on the grid multiply bf16 pairs with vdpbf16ps rather than widening to f32:
+// the forward (and the stride-1 input gradient, a forward) pairs of taps, the weight gradient
+// pairs of positions (Note [bf16 pairs on the grid], Note [bf16 weight gradient on position
+// pairs] in conv_grid_avx512.cpp). Where the CPU's vdpbf16ps outruns its FMA, unless
+// EMBER_BF16_GEMM=widened; decided once per process.
 bool conv2d_grid_bf16_pairs();
 
 // Whether conv2d_direct_forward, for a geometry that suits it, computes g on a padded grid

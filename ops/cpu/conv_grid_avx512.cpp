@@ -1,5 +1,6 @@
 // The direct forward of a convolution on a padded grid (ops/cpu/conv_direct.h), f32 on AVX-512
-// (bf16 tensors widened into the f32 grid: Note [bf16 on the grid] in conv_grid_tiles_avx512.h):
+// (bf16 tensors widened into the f32 grid, Note [bf16 on the grid] in conv_grid_tiles_avx512.h,
+// or multiplied in pairs, Note [bf16 pairs on the grid] below):
 //   x (N, G*cg, H, W), w (G*M, cg, kH, kW), bias (G*M) or none -> y (N, G*M, Ho, Wo),
 //   M % 8 == 0, or a thin group's M of 1, 2 (or 4 at a stride; Note [Thin groups on the grid]),
 //   y[n, g*M + m, oh, ow] = act(bias + sum over (c, kh, kw) of w[g*M + m, c, kh, kw] *
@@ -52,7 +53,9 @@
 // task): no partial buffers, no atomics, the same bits at any thread count that keeps the layer
 // on the grid.
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -216,7 +219,8 @@ void pair_row(const BFloat16* a, const BFloat16* b, int64_t sw, uint32_t* dst, i
 // alike. Half the k steps, and the grid holds bf16 bits, never widened. Each output sums its
 // products in f32 in (pair, kh, kw) order, whatever the thread count; the sums differ from the
 // widened f32 ones in order only, and vdpbf16ps treats subnormal bf16 inputs as zero (as oneDNN's
-// bf16 convolutions do). The weight gradient keeps the widened grid.
+// bf16 convolutions do). The weight gradient pairs positions instead (Note [bf16 weight gradient
+// on position pairs]); the strided input gradient's phase forwards stay widened.
 void pad_pairs(const Conv2dGeometry& g, const Grid& grid, const BFloat16* x_group, uint32_t* xpad) {
   const int64_t sh = g.stride_h, sw = g.stride_w, cg = g.in_channels_per_group();
   lay_out_planes(g, grid, (cg + 1) / 2, xpad,
@@ -286,7 +290,8 @@ struct F32Positions {
 // rather than channels: the input planes and dy are laid out as bf16 bits, unwidened, and a
 // 512-bit load at any offset holds 32 consecutive positions, two to a 32-bit lane, the same pairs
 // in dy and in every tap's x. One vdpbf16ps then adds two positions' products per lane: half the
-// steps of the widened grid, from half the bytes. The sums differ from the widened ones in order.
+// steps of the widened grid, from half the bytes. The sums differ from the widened ones in order,
+// and vdpbf16ps treats subnormal bf16 inputs as zero.
 struct Bf16PositionPairs {
   using Value = BFloat16;
   static constexpr int kPerVector = 32;
@@ -485,7 +490,12 @@ void grid_forward(const Conv2dGeometry& g, const Grid& grid, const typename Taps
 
 bool conv2d_grid_bf16_pairs() {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  return gemm_detail::avx512_bf16_dot_outruns_fma();  // Note [bf16 pairs on the grid]
+  // Note [bf16 pairs on the grid]; EMBER_BF16_GEMM=widened widens the grid as it does the GEMM.
+  static const bool pairs = [] {
+    const char* forced = std::getenv("EMBER_BF16_GEMM");
+    return !(forced && std::string_view(forced) == "widened") && gemm_detail::avx512_bf16_dot_outruns_fma();
+  }();
+  return pairs;
 #else
   return false;
 #endif

@@ -109,7 +109,10 @@ void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, co
   else grid_rows<Taps, 1>(vectors, K, off, w, xpad, out, ld, epilogue);
 }
 
-// Note [bf16 on the grid]: the grid is an f32 workspace whatever the tensors hold. A bf16 layer
+// Note [bf16 on the grid]: where the CPU's vdpbf16ps is no faster than its FMA (and for the strided
+// input gradient everywhere), the grid is an f32 workspace whatever the tensors hold; elsewhere
+// bf16 multiplies in pairs (Note [bf16 pairs on the grid], Note [bf16 weight gradient on position
+// pairs] in conv_grid_avx512.cpp), whose sums differ from these in order only. A widened bf16 layer
 // widens its input planes (exactly) while they are copied into the grid, which every layer does
 // anyway, runs the f32 tiles, and rounds each output once while it is copied out of the grid
 // buffer; its weights (and bias) are widened once per call. So a bf16 pass costs what the f32

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/float16_blocks.h"
 #include "ops/kernels.h"
 #include "ops/nonfinite_rules.h"
 
@@ -55,6 +57,27 @@ void zero_loss_gate(const Tensor& grad, const Tensor& counted, const Tensor& poi
     else
       for (int64_t i = 0; i < n; ++i) o[i] = g[i] + p;
   });
+}
+
+bool all_finite(const Tensor& x) {
+  bool finite = true;
+  dispatch_float_or_16_bit(x.dtype(), "all_finite", [&]<class T>(TypeTag<T>) {
+    // The exponent field all ones: infinity or NaN. On the bits, so that 16-bit types vectorise.
+    using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+    constexpr Bits kExponent = sizeof(T) == 8   ? Bits(0x7FF0000000000000ull)
+                               : sizeof(T) == 4 ? Bits(0x7F800000u)
+                               : std::is_same_v<T, BFloat16> ? Bits(0x7F80u)
+                                                              : Bits(0x7C00u);
+    const Bits* bits = reinterpret_cast<const Bits*>(x.data<T>());
+    std::atomic<bool> found{false};
+    parallel_for(0, x.numel(), kChunk, [&](int64_t begin, int64_t end) {
+      int64_t part = 0;
+      for (int64_t i = begin; i < end; ++i) part += (bits[i] & kExponent) == kExponent;
+      if (part > 0) found = true;
+    });
+    finite = !found;
+  });
+  return finite;
 }
 
 void count_nonfinite(const Tensor& x, const Tensor& out) {

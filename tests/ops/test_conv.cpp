@@ -1,6 +1,8 @@
 // conv2d beyond the op table (tests/ops/test_op_table.cpp has its PyTorch values, gradients and
 // gradchecks for every mode): a large batch, an empty batch, the backward ops against autograd,
 // every col2im path of the input gradient, and the errors a user can cause.
+#include <cmath>
+#include <limits>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -447,6 +449,49 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
         INFO(threads << " threads, result " << i << " (y, dx, dw, db)");
         CHECK(max(abs(sub(results[0][i], results[threads - 1][i]))).item() == 0.0);
       }
+  }
+}
+
+// Note [Non-finite values on the grid] (ops/cpu/conv.cpp): an infinity in x (weight gradient) or
+// in the weights (input gradient) sends the grid and row-kernel passes to im2col + GEMM, whose
+// values f64 gives: NaN exactly where f64 has NaN, infinities where it has them, the rest close.
+// The layer's grid passes would otherwise multiply the thrown-away columns and dy's padding by
+// them (0 * inf = NaN where f64 is finite), in f32 and bf16.
+TEST_CASE("conv2d's grid passes take im2col + GEMM's values when x or the weights are not finite", "[conv][nonfinite]") {
+  Generator gen(19);
+  const Tensor x0 = randn({2, 16, 10, 10}, {}, &gen), w0 = randn({16, 8, 3, 3}, {}, &gen);
+  Tensor x_inf = x0.clone(), w_inf = w0.clone();
+  x_inf.narrow(0, 1, 1).narrow(1, 3, 1).narrow(2, 4, 1).narrow(3, 9, 1).fill_(std::numeric_limits<double>::infinity());
+  w_inf.narrow(0, 5, 1).narrow(1, 2, 1).narrow(2, 0, 1).narrow(3, 2, 1).fill_(std::numeric_limits<double>::infinity());
+  auto check_like_f64 = [](const Tensor& got, const Tensor& want, double tol) {
+    const std::vector<double> a = got.to(DType::f64).contiguous().to_vector<double>();
+    const std::vector<double> b = want.contiguous().to_vector<double>();
+    REQUIRE(a.size() == b.size());
+    int64_t wrong = 0, nans = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      nans += std::isnan(b[i]);
+      if (std::isnan(b[i]) || std::isinf(b[i])) wrong += !(std::isnan(a[i]) == std::isnan(b[i]) && (std::isnan(a[i]) || a[i] == b[i]));
+      else wrong += !(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i])));
+    }
+    CHECK(wrong == 0);
+    return nans;
+  };
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const double tol = dtype == DType::f32 ? 1e-4 : 1.0 / 64;
+    const Tensor x = x_inf.to(dtype), w = w0.to(dtype);
+    const Tensor dy = randn({2, 16, 8, 8}, {}, &gen).to(dtype);
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, 0, 1, 2);
+    if (cpu::conv2d_grid_takes(dtype)) CHECK(cpu::conv2d_grid_weight_grad_suits(g, dtype));
+    const Tensor dw = conv2d_weight_grad(x, dy, w.shape(), 1, 0, 1, 2);
+    const int64_t nans = check_like_f64(dw, conv2d_weight_grad(x.to(DType::f64), dy.to(DType::f64), w.shape(), 1, 0, 1, 2), tol);
+    CHECK(nans < dw.numel());  // some weights never meet the infinity
+
+    const Tensor wi = w_inf.to(dtype), dy1 = randn({2, 16, 10, 10}, {}, &gen).to(dtype);
+    const Conv2dGeometry g1 = conv2d_geometry(x.shape(), wi.shape(), 1, 1, 1, 2);
+    if (cpu::conv2d_grid_takes(dtype)) CHECK(cpu::conv2d_direct_input_grad_suits(g1, dtype));
+    const Tensor dx = conv2d_input_grad(dy1, wi, x.shape(), 1, 1, 1, 2);
+    check_like_f64(dx, conv2d_input_grad(dy1.to(DType::f64), wi.to(DType::f64), x.shape(), 1, 1, 1, 2), tol);
   }
 }
 
