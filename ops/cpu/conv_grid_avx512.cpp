@@ -163,7 +163,8 @@ void lay_out_planes(const Conv2dGeometry& g, const Grid& grid, int64_t slots, D*
         const int64_t width = columns.end - columns.begin;
         if (rows.end <= rows.begin || width <= 0) continue;
         const int64_t src = (ph + sh * rows.begin - g.pad_h) * g.in_w + (pw + sw * columns.begin - g.pad_w);
-        D* dst = xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp + columns.begin;
+        D* dst =
+            xpad + c * grid.channel + (ph * grid.phases_w + pw) * grid.plane + rows.begin * grid.wp + columns.begin;
         copy(c, src, dst, rows.end - rows.begin, width);
       }
 }
@@ -201,7 +202,10 @@ void pair_row(const BFloat16* a, const BFloat16* b, int64_t sw, uint32_t* dst, i
     __m512i low, high = _mm512_setzero_si512();
     if (sw == 1) {
       low = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, a + j));
-      if (b) high = _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, b + j)), 16);
+      if (b) {
+        const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, b + j));
+        high = _mm512_maskz_slli_epi32(0xFFFF, wide, 16);
+      }
     } else {
       const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
       low = _mm512_maskz_and_epi32(0xFFFF, _mm512_maskz_loadu_epi16(halves, a + 2 * j), _mm512_set1_epi32(0xFFFF));
@@ -240,8 +244,10 @@ Tensor weight_pairs(const Conv2dGeometry& g, const float* w, int64_t slots) {
   for (int64_t o = 0; o < g.out_channels; ++o)
     for (int64_t p = 0; p < slots; ++p)
       for (int64_t t = 0; t < taps; ++t) {
-        const float lo = w[(o * cg + 2 * p) * taps + t], hi = 2 * p + 1 < cg ? w[(o * cg + 2 * p + 1) * taps + t] : 0.0f;
-        out[(o * slots + p) * taps + t] = uint32_t(float_to_bfloat16_bits(lo)) | uint32_t(float_to_bfloat16_bits(hi)) << 16;
+        const float lo = w[(o * cg + 2 * p) * taps + t];
+        const float hi = 2 * p + 1 < cg ? w[(o * cg + 2 * p + 1) * taps + t] : 0.0f;
+        out[(o * slots + p) * taps + t] =
+            uint32_t(float_to_bfloat16_bits(lo)) | uint32_t(float_to_bfloat16_bits(hi)) << 16;
       }
   return pairs;
 }
@@ -432,7 +438,9 @@ bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
   return stride_fits(g) && (g.out_channels_per_group() % kRows == 0 || thin_fits(g));
 }
 
-bool conv2d_grid_takes(DType dtype) { return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16); }
+bool conv2d_grid_takes(DType dtype) {
+  return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16);
+}
 
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype) {
   if (!conv2d_grid_takes(dtype)) return false;
@@ -521,8 +529,9 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
     }
 #endif
     const Grid grid = grid_of(g);
-    grid_forward<grid_detail::F32Taps>(g, grid, w32.data<float>(), bp, act, y.data<T>(),
-                                       [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
+    grid_forward<grid_detail::F32Taps>(
+        g, grid, w32.data<float>(), bp, act, y.data<T>(),
+        [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
   });
 }
 
@@ -607,8 +616,9 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
     const T* xp = x.data<T>();
     auto x_group = [&](int64_t n, int64_t grp) { return xp + (n * g.in_channels + grp * cg) * g.in_plane(); };
     auto widened = [&](float* sums) {
-      grid_weight_grad<F32Positions>(g, grid, dy.data<T>(), sums,
-                                     [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
+      grid_weight_grad<F32Positions>(
+          g, grid, dy.data<T>(), sums,
+          [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
     };
     if constexpr (std::is_same_v<T, float>) {
       widened(dw.data<float>());

@@ -96,7 +96,9 @@ inline __m512i bfloat16_lanes(__m512 v) {
   return _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
 }
 // The values of bf16 bits held in each lane's low half (exact).
-inline __m512 widen_bfloat16_lanes(__m512i bits) { return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16)); }
+inline __m512 widen_bfloat16_lanes(__m512i bits) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16));
+}
 
 inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
   return widen_bfloat16_lanes(_mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, src)));

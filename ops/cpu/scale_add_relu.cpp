@@ -48,7 +48,8 @@ void forward_typed(const Tensor& x, const Tensor& scale, const Tensor& residual,
         const __m512 sv = _mm512_set1_ps(s);
         for (; i + kLanes <= S; i += kLanes) {
           const __m512 v = _mm512_fmadd_ps(load_widened(xs + i, 0xFFFF), sv, load_widened(rs + i, 0xFFFF));
-          store_rounded(ys + i, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v), 0xFFFF);
+          const __mmask16 positive = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ);
+          store_rounded(ys + i, _mm512_maskz_mov_ps(positive, v), 0xFFFF);
         }
       }
 #endif

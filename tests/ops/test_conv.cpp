@@ -457,7 +457,8 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
 // values f64 gives: NaN exactly where f64 has NaN, infinities where it has them, the rest close.
 // The layer's grid passes would otherwise multiply the thrown-away columns and dy's padding by
 // them (0 * inf = NaN where f64 is finite), in f32 and bf16.
-TEST_CASE("conv2d's grid passes take im2col + GEMM's values when x or the weights are not finite", "[conv][nonfinite]") {
+TEST_CASE("conv2d's grid passes take im2col + GEMM's values when x or the weights are not finite",
+          "[conv][nonfinite]") {
   Generator gen(19);
   const Tensor x0 = randn({2, 16, 10, 10}, {}, &gen), w0 = randn({16, 8, 3, 3}, {}, &gen);
   Tensor x_inf = x0.clone(), w_inf = w0.clone();
@@ -470,7 +471,8 @@ TEST_CASE("conv2d's grid passes take im2col + GEMM's values when x or the weight
     int64_t wrong = 0, nans = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       nans += std::isnan(b[i]);
-      if (std::isnan(b[i]) || std::isinf(b[i])) wrong += !(std::isnan(a[i]) == std::isnan(b[i]) && (std::isnan(a[i]) || a[i] == b[i]));
+      if (std::isnan(b[i]) || std::isinf(b[i]))
+        wrong += !(std::isnan(a[i]) == std::isnan(b[i]) && (std::isnan(a[i]) || a[i] == b[i]));
       else wrong += !(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i])));
     }
     CHECK(wrong == 0);
@@ -484,7 +486,8 @@ TEST_CASE("conv2d's grid passes take im2col + GEMM's values when x or the weight
     const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, 0, 1, 2);
     if (cpu::conv2d_grid_takes(dtype)) CHECK(cpu::conv2d_grid_weight_grad_suits(g, dtype));
     const Tensor dw = conv2d_weight_grad(x, dy, w.shape(), 1, 0, 1, 2);
-    const int64_t nans = check_like_f64(dw, conv2d_weight_grad(x.to(DType::f64), dy.to(DType::f64), w.shape(), 1, 0, 1, 2), tol);
+    const Tensor dw64 = conv2d_weight_grad(x.to(DType::f64), dy.to(DType::f64), w.shape(), 1, 0, 1, 2);
+    const int64_t nans = check_like_f64(dw, dw64, tol);
     CHECK(nans < dw.numel());  // some weights never meet the infinity
 
     const Tensor wi = w_inf.to(dtype), dy1 = randn({2, 16, 10, 10}, {}, &gen).to(dtype);

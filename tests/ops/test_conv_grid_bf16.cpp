@@ -91,9 +91,12 @@ void check_bf16_grid_passes() {
       {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},   {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
       {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},   {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
       {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},   {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
-      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},     {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 16, 13, 3, 1, 1, true, Activation::relu, 2}, {64, 64, 8, 1, 9, 9, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}}, {16, 16, 4, 2, 14, 14, 3, 1, 1, true, Activation::relu},
+      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
+      {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
+      {32, 32, 8, 2, 16, 13, 3, 1, 1, true, Activation::relu, 2},
+      {64, 64, 8, 1, 9, 9, 3, 1, 1, false, Activation::none, 2},
+      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}},
+      {16, 16, 4, 2, 14, 14, 3, 1, 1, true, Activation::relu},
       {32, 32, 8, 1, 9, 17, 3, 1, 1, false, Activation::none},
   };
   Generator gen(91);
