@@ -29,18 +29,11 @@ NonfiniteTally tally_range(const T* x, int64_t begin, int64_t end) {
 
 }  // namespace
 
-// Note [Non-finite embeddings] (ops/metric_rules.h): one branch-free pass that counts the
-// elements with x * 0 != 0 (NaN and inf), then 0 or NaN.
+// Note [Non-finite embeddings] (ops/metric_rules.h): one streaming pass over the bit patterns
+// (all_finite), then 0 or NaN.
 void nonfinite_poison(const Tensor& x, const Tensor& poison) {
   dispatch_float(x.dtype(), "nonfinite_poison", [&]<class T>(TypeTag<T>) {
-    const T* data = x.data<T>();
-    std::atomic<int64_t> found{0};
-    parallel_for(0, x.numel(), kChunk, [&](int64_t begin, int64_t end) {
-      int64_t part = 0;
-      for (int64_t i = begin; i < end; ++i) part += !(data[i] * T(0) == T(0));
-      found += part;
-    });
-    poison.data<T>()[0] = found > 0 ? T(NAN) : T(0);
+    poison.data<T>()[0] = all_finite(x) ? T(0) : T(NAN);
   });
 }
 
