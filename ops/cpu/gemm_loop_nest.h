@@ -81,11 +81,18 @@ struct Split {
   int64_t row_blocks, column_groups;
 };
 
+inline int64_t work_items_target(int threads) { return threads == 1 ? 1 : 3 * int64_t(threads); }
+
+// The row blocks split_work cuts M into: MC or fewer rows each, and blocks of >= 64 rows
+// towards the target of items.
+inline int64_t row_blocks_of(int64_t M, const Blocking& blocking, int threads) {
+  return std::max((M + blocking.mc - 1) / blocking.mc, std::min(work_items_target(threads), (M + 63) / 64));
+}
+
 template <int kRows, int kColumns>
 Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
-  const int64_t target = threads == 1 ? 1 : 3 * int64_t(threads);
-  int64_t row_blocks = (M + blocking.mc - 1) / blocking.mc;
-  row_blocks = std::max(row_blocks, std::min(target, (M + 63) / 64));  // blocks of >= 64 rows
+  const int64_t target = work_items_target(threads);
+  int64_t row_blocks = row_blocks_of(M, blocking, threads);
   const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kRows);
   row_blocks = (M + rows - 1) / rows;
   int64_t groups =
@@ -134,8 +141,8 @@ auto work_scope(const Packing& packing) {
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
 // (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values
 // is packed by the caller alone; nothing when op(B) came packed, Note [Prepacked B] in
-// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], where one panel spans all
-// of N), then share the work items on the pool's dynamic chunks (Note
+// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], or is packed by the work
+// items, Note [B packed per micro-panel]; in those cases one panel spans all of N), then share the work items on the pool's dynamic chunks (Note
 // [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
 // columns and runs the whole K loop itself, packing its own blocks of A, so there is no
 // barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
@@ -151,9 +158,23 @@ auto work_scope(const Packing& packing) {
 // with B in place; the packed and bf16 forms were not measured at these sizes). Every
 // element of C is computed by the same FMAs in the same order whatever the item (the K
 // blocking is fixed), so results do not depend on the number of threads.
-// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, none when it
-// came packed or is read in place) and per chunk of work items (A's blocks), so steady-state calls reuse cached
-// blocks and never reach the system; thread-local buffers would outlive the allocator at exit.
+// Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, where it is
+// packed ahead) and per chunk of work items (A's blocks, and B's micro-panel where it is packed
+// per micro-panel), so steady-state calls reuse cached blocks and never reach the system;
+// thread-local buffers would outlive the allocator at exit.
+// Note [B packed per micro-panel]: where M is cut into no more row blocks than there are
+// threads (M <= MC on one thread; up to 128 rows on two), op(B)'s panel is not packed ahead:
+// each work item packs the kNR x KC micro-panel of B it is about to use into a buffer of its own
+// and runs all its row tiles on it while it is in L1. A panel packed ahead is reused by every
+// row block, so it pays only where there are many; with one or two, packing per micro-panel
+// costs at most as many packed values per thread, saves the parallel_for of the packing (two
+// barriers became one) and the trip of the packed panel through L3 from the thread that packed it
+// to the one that reads it. Measured on Zen 5 (2026-12-06, `gemmprobe`, medians of 200 calls,
+// alternated, us, panel ahead -> per micro-panel), 2 threads: bf16 32x3136x288 236 -> 125,
+// 64x196x576 53 -> 33, 64x512x784 146 -> 102, 128x3136x256 463 -> 389; f32 with B transposed
+// (packed; untransposed B is read in place, Note [B in place]) 32x3136x288 425 -> 239,
+// 64x196x576 97 -> 64, 128x3136x256 946 -> 729; one thread within noise (bf16 32x3136x288
+// 198 -> 209, 64x196x576 46 -> 49, f32 with B transposed 423 -> 408, 100 -> 94).
 template <class Packing>
 void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
@@ -163,13 +184,19 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
   const int threads = in_parallel_region() || single_thread<Packing>(M, N, K) ? 1 : num_threads();
   Allocator& alloc = allocator_for(Device::cpu());
   constexpr bool prepacked = has_prepacked_b<Packing>, in_place = has_b_in_place<Packing>;
+  constexpr bool packs_b = !prepacked && !in_place;
+  // Note [B packed per micro-panel]: where M is cut into no more row blocks than threads.
+  const bool b_per_tile = packs_b && row_blocks_of(M, blocking, threads) <= threads;
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget
-  // (all of them when op(B) is read in place: there is no panel to keep in L3).
-  const int64_t nc_max =
-      in_place ? N : std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns), blocking.nc);
+  // (all of them when op(B) is read in place or packed per micro-panel: there is no panel to
+  // keep in L3).
+  const int64_t nc_max = in_place || b_per_tile
+                             ? N
+                             : std::clamp(round_down(blocking.kc * blocking.nc / K, kColumns), int64_t(kColumns),
+                                          blocking.nc);
   const int64_t kc_max = std::min(blocking.kc, K);
   DataPtr b_buf;
-  if constexpr (!prepacked && !in_place)
+  if (packs_b && !b_per_tile)
     b_buf = alloc.allocate(size_t(std::min(nc_max, round_up(N, kColumns)) * Packing::steps(K)) * sizeof(Packed));
   Packed* b_pack = static_cast<Packed*>(b_buf.get());
 
@@ -181,18 +208,20 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
       else if constexpr (in_place) return packing.b_rows(pc, jc + jr);
       else return b_pack + Packing::steps(pc) * nc_padded + jr * Packing::steps(kc);
     };
-    if constexpr (!prepacked && !in_place) {
-      const int64_t b_panels = nc_padded / kColumns;
-      // A panel under 64K values is packed by the caller: waking the pool for it costs more.
-      const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
-      parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
-                   [&](int64_t q0, int64_t q1) {
-                     for (int64_t pc = 0; pc < K; pc += blocking.kc) {
-                       const int64_t kc = std::min(blocking.kc, K - pc);
-                       packing.pack_bt(jc + q0 * kColumns, std::min(nc, q1 * kColumns) - q0 * kColumns, pc, kc,
-                                       b_pack + Packing::steps(pc) * nc_padded + q0 * kColumns * Packing::steps(kc));
-                     }
-                   });
+    if constexpr (packs_b) {
+      if (!b_per_tile) {
+        const int64_t b_panels = nc_padded / kColumns;
+        // A panel under 64K values is packed by the caller: waking the pool for it costs more.
+        const bool pack_alone = threads == 1 || nc * K < (int64_t(1) << 16);
+        parallel_for(0, b_panels, pack_alone ? b_panels : std::max<int64_t>(1, b_panels / (4 * threads)),
+                     [&](int64_t q0, int64_t q1) {
+                       for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+                         const int64_t kc = std::min(blocking.kc, K - pc);
+                         packing.pack_bt(jc + q0 * kColumns, std::min(nc, q1 * kColumns) - q0 * kColumns, pc, kc,
+                                         b_pack + Packing::steps(pc) * nc_padded + q0 * kColumns * Packing::steps(kc));
+                       }
+                     });
+      }
     }
     const Split split = split_work<kRows, kColumns>(M, blocking, nc, threads);
     const Packed* a_panels = nullptr;  // all of op(A), packed before the call
@@ -202,6 +231,9 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
       DataPtr a_buf;
       if (!a_panels) a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
       Packed* a_pack = static_cast<Packed*>(a_buf.get());
+      DataPtr b_tile_buf;
+      if (b_per_tile) b_tile_buf = alloc.allocate(size_t(kColumns * Packing::steps(kc_max)) * sizeof(Packed));
+      Packed* b_tile_pack = static_cast<Packed*>(b_tile_buf.get());
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t block = w / split.column_groups, group = w % split.column_groups;
         const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);
@@ -220,6 +252,13 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
           TileUpdate update{alpha, pc == 0 ? beta : 1.0f, last ? act : Activation::none};
           for (int64_t jr = j0; jr < j1; jr += kColumns) {
             const int n = int(std::min<int64_t>(kColumns, j1 - jr));
+            const Packed* b_tile = b_tile_pack;
+            if constexpr (packs_b) {
+              if (b_per_tile) packing.pack_bt(jc + jr, n, pc, kc, b_tile_pack);
+              else b_tile = b_panel(pc, kc, jr);
+            } else {
+              b_tile = b_panel(pc, kc, jr);
+            }
             for (int64_t ir = 0; ir < mc; ir += kRows) {
               const int m = int(std::min<int64_t>(kRows, mc - ir));
               if (last && row_bias) update.row_bias = row_bias + ic + ir;
@@ -230,9 +269,9 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
               if constexpr (std::is_same_v<typename Packing::Kernel, MicroKernel>) {
                 int64_t ldb = kColumns;
                 if constexpr (in_place) ldb = packing.ldb;
-                kernel(steps, a_tile, b_panel(pc, kc, jr), ldb, c_tile, ldc, m, n, update);
+                kernel(steps, a_tile, b_tile, ldb, c_tile, ldc, m, n, update);
               } else {
-                kernel(steps, a_tile, b_panel(pc, kc, jr), c_tile, ldc, m, n, update);
+                kernel(steps, a_tile, b_tile, c_tile, ldc, m, n, update);
               }
             }
           }

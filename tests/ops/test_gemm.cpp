@@ -194,7 +194,9 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
           "[gemm][threads]") {
   const int previous = num_threads();
   // Past the cache blocking in every direction, and the convolution shapes' skinny sides.
-  const Shape3 shapes[] = {{300, 260, 600}, {1100, 37, 70}, {20, 4200, 30}, {64, 196, 576}};
+  // 120 rows: B packed per micro-panel (Note [B packed per micro-panel]) in one row block on one
+  // thread and in two on two.
+  const Shape3 shapes[] = {{300, 260, 600}, {1100, 37, 70}, {20, 4200, 30}, {64, 196, 576}, {120, 150, 700}};
   for (const Shape3& s : shapes) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
