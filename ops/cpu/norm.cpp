@@ -6,6 +6,7 @@
 // Activations may be bf16/f16 with f32 per-channel tensors (Note [16-bit batch norm] in
 // ops/norm.cpp): a kernel reads T, computes in P = compute_t<T> (f32 for 16-bit) and rounds
 // each output once; the sums stay double.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -29,12 +30,6 @@ struct Planes {
 };
 
 Planes planes_of(const Tensor& x) { return {x.size(0), x.size(1), x.size(2)}; }
-
-// Calls f(run, length) for every contiguous run of channel c.
-template <class T, class F>
-void for_channel(const T* base, const Planes& p, int64_t c, F&& f) {
-  for (int64_t n = 0; n < p.N; ++n) f(base + (n * p.C + c) * p.S, p.S);
-}
 
 // Element i of p as compute_t<T>, through its bit pattern for bf16/f16 (Note [Blocks of 16]:
 // the Float16 struct's own conversion kept loops scalar).
@@ -80,14 +75,29 @@ template <class T, class F>
   for (; s < n; ++s) dx[s] = T(f(value_at(g, s), y ? value_at(y, s) : C(0), value_at(x, s)));
 }
 
+// Note [Statistics in memory order]: channel c's values are N runs of S, C S values apart. A
+// channel at a time walked memory in strides, and lane_sum combined its 16 lanes at the end of
+// every run: at S = 16 (4 x 4 planes) each run was half a cache line and one block of 16, and
+// the statistics of 512 such channels at batch 64 took as long in bf16 as in f32, with half the
+// bytes. Instead a block of adjacent channels (at most kStatisticsBlockValues values, so that
+// the second pass finds them in L2) is summed image by image, each image's runs of the block
+// one contiguous stretch, and each channel keeps its 16 lanes (Note [Statistics in lanes])
+// across all its runs, combined once. Only the order of the double sums changed; the mean and
+// invstd, rounded to f32, kept their bits on every shape below. Measured with Note [Batch-norm
+// statistics in registers] (2026-12-06, Zen 5, 2 threads, a scratch probe calling
+// cpu::batch_norm_stats, medians of 100 calls, us), (N, C, S) bf16: (64, 64, 1024) 707 -> 429-445,
+// (64, 128, 256) 396 -> 200, (64, 256, 64) 306 -> 106-120, (64, 512, 16) 245 -> 58-61,
+// (8, 256, 3136) 1213 -> 692-762; f32: (64, 256, 64) 174 -> 92, (64, 512, 16) 221 -> 57-58.
+constexpr int64_t kStatisticsBlockValues = int64_t(1) << 15, kStatisticsBlockChannels = 64;
+
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
 // Note [Statistics in lanes]: the sums stay in double (Note [Two-pass statistics]), but with one
 // running double each element waits for the previous add (4 cycles): batch norm's statistics
-// and backward sums were a fifth of an SE-ResNeXt training step. Independent partial sums (the
-// statistics through vec_math.h's lane_sum, the backward in its own 16 lanes per sum) stay in
-// vector registers; only the order of the double sums changes.
+// and backward sums were a fifth of an SE-ResNeXt training step. Independent partial sums (16
+// lanes per sum, lane j adding the values 16 i + j of each run, combined as vec_math.h's
+// combine_lanes does) stay in vector registers; only the order of the double sums changes.
 
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 // Note [Batch-norm backward in registers]: GCC 12 left the f32 identity and relu forms of the
@@ -162,6 +172,32 @@ struct LaneSums {
   }
 };
 
+// Note [Batch-norm statistics in registers]: the statistics' sums, left to the compiler, ran in
+// ymm registers, four doubles at a time, and bf16 ran slower than f32 (perf: batch_norm_stats 8%
+// of a bf16 se_resnext_cifar training step, 5.6% of an f32 one). Here a channel's 16 lanes of
+// doubles (Note [Statistics in lanes]) are two registers of eight while a run is added.
+// Adds the whole blocks of 16 of a run of n values to a channel's 16 lanes (lanes[j]: the
+// values 16 i + j), x or, for kSquares, (x - mu)^2; returns the values it took.
+template <bool kSquares, class T>
+int64_t add_run_to_lanes(const T* v, int64_t n, double mu, double* lanes) {
+  __m512d acc[2] = {_mm512_loadu_pd(lanes), _mm512_loadu_pd(lanes + 8)};
+  const __m512d mean = _mm512_set1_pd(mu);
+  int64_t s = 0;
+  for (; s + 16 <= n; s += 16)
+    for (int half = 0; half < 2; ++half) {
+      const __m512d x = _mm512_maskz_cvtps_pd(0xFF, load8(v + s + 8 * half));
+      if constexpr (kSquares) {
+        const __m512d d = _mm512_sub_pd(x, mean);
+        acc[half] = _mm512_fmadd_pd(d, d, acc[half]);
+      } else {
+        acc[half] = _mm512_add_pd(acc[half], x);
+      }
+    }
+  _mm512_storeu_pd(lanes, acc[0]);
+  _mm512_storeu_pd(lanes + 8, acc[1]);
+  return s;
+}
+
 // dx for the whole blocks of 16 of a run of n values (dx = g k - (x - mean) a + b in training,
 // g k in evaluation), rounded once for bf16; returns the values it wrote.
 template <bool kRelu, class T>
@@ -194,6 +230,10 @@ struct LaneSums {
 };
 template <bool kRelu, class T>
 int64_t dx16(const T*, const T*, const T*, T*, int64_t, bool, float, float, float, float) {
+  return 0;
+}
+template <bool kSquares, class T>
+int64_t add_run_to_lanes(const T*, int64_t, double, double*) {
   return 0;
 }
 #endif
@@ -342,25 +382,47 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
     P* rm = data_or_null<P>(running_mean);
     P* rv = data_or_null<P>(running_var);
     const double m = double(p.count());
+    // Adds run's values (x, or (x - mu)^2 for kSquares) to its channel's lanes and rest.
+    auto add_run = [&]<bool kSquares>(const T* run, double mu, double* lanes, double& rest) {
+      auto term = [&](int64_t s) {
+        const double x = double(value_at(run, s));
+        return kSquares ? (x - mu) * (x - mu) : x;
+      };
+      int64_t s = 0;
+      if constexpr (kBatchNormLanes && kLaneType<T>) s = add_run_to_lanes<kSquares>(run, p.S, mu, lanes);
+      for (; s + kAccLanes <= p.S; s += kAccLanes)
+        for (int64_t j = 0; j < kAccLanes; ++j) lanes[j] += term(s + j);
+      for (; s < p.S; ++s) rest += term(s);
+    };
+    auto total = [](const double (&lanes)[kAccLanes], double rest) {
+      return combine_lanes(lanes, rest, [](double a, double b) { return a + b; });
+    };
+    // Note [Statistics in memory order]: a few channels at a time, image by image.
+    const int64_t block = std::clamp<int64_t>(kStatisticsBlockValues / std::max<int64_t>(p.count(), 1), 1,
+                                              kStatisticsBlockChannels);
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        double sum = 0;
-        for_channel(xd, p, c, [&](const T* run, int64_t len) {
-          sum += lane_sum(len, [&](int64_t s) { return value_at(run, s); });
-        });
-        const double mu = sum / m;
-        double sq = 0;
-        for_channel(xd, p, c, [&](const T* run, int64_t len) {
-          sq += lane_sum(len, [&](int64_t s) {
-            const double d = double(value_at(run, s)) - mu;
-            return d * d;
-          });
-        });
-        const double var = sq / m;
-        md[c] = P(mu);
-        id[c] = P(1.0 / std::sqrt(var + eps));
-        if (rm) rm[c] = P((1 - momentum) * double(rm[c]) + momentum * mu);
-        if (rv) rv[c] = P((1 - momentum) * double(rv[c]) + momentum * (m > 1 ? sq / (m - 1) : var));
+      for (int64_t b0 = c0; b0 < c1; b0 += block) {
+        const int64_t channels = std::min(c1 - b0, block);
+        alignas(64) double lanes[kStatisticsBlockChannels][kAccLanes] = {};
+        double rest[kStatisticsBlockChannels] = {}, mu[kStatisticsBlockChannels];
+        for (int64_t n = 0; n < p.N; ++n)
+          for (int64_t c = 0; c < channels; ++c)
+            add_run.template operator()<false>(xd + (n * p.C + b0 + c) * p.S, 0.0, lanes[c], rest[c]);
+        for (int64_t c = 0; c < channels; ++c) {
+          mu[c] = total(lanes[c], rest[c]) / m;
+          std::fill_n(lanes[c], kAccLanes, 0.0);
+          rest[c] = 0;
+        }
+        for (int64_t n = 0; n < p.N; ++n)
+          for (int64_t c = 0; c < channels; ++c)
+            add_run.template operator()<true>(xd + (n * p.C + b0 + c) * p.S, mu[c], lanes[c], rest[c]);
+        for (int64_t c = 0; c < channels; ++c) {
+          const double sq = total(lanes[c], rest[c]), var = sq / m;
+          md[b0 + c] = P(mu[c]);
+          id[b0 + c] = P(1.0 / std::sqrt(var + eps));
+          if (rm) rm[b0 + c] = P((1 - momentum) * double(rm[b0 + c]) + momentum * mu[c]);
+          if (rv) rv[b0 + c] = P((1 - momentum) * double(rv[b0 + c]) + momentum * (m > 1 ? sq / (m - 1) : var));
+        }
       }
     });
   });

@@ -61,6 +61,35 @@ TEST_CASE("batch_norm's running-stat update follows PyTorch's momentum conventio
   REQUIRE(rm.item() == Approx(8.0));
 }
 
+// The statistics sum blocks of adjacent channels image by image (Note [Statistics in memory
+// order] in ops/cpu/norm.cpp): 150 channels are three blocks, runs of 20 values one block of 16
+// and a tail, and channel 7 sits far from zero (Note [Two-pass statistics]). With momentum 1 the
+// running stats are the batch's mean and unbiased variance.
+TEST_CASE("batch_norm's statistics across channel blocks match f64 in f32 and bf16 at 1, 2 and 3 threads") {
+  const Shape shape{5, 150, 4, 5};
+  Tensor x64 = f64_randn(shape, 31);
+  Tensor far = x64.select(1, 7);
+  far.copy_(add(far, 1e4));
+  const int before = num_threads();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = x64.to(dtype), exact = x.to(DType::f64);
+    const Tensor want_mean = mean(exact, {0, 2, 3}), want_var = var(exact, {0, 2, 3}, /*correction=*/1);
+    std::vector<Tensor> means;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor rm = zeros({150}), rv = zeros({150});
+      batch_norm(x, Tensor(), Tensor(), rm, rv, true, /*momentum=*/1.0);
+      check_close(rm.to(DType::f64), want_mean, 1e-6, 1e-6);
+      check_close(rv.to(DType::f64), want_var, 1e-5, 1e-5);
+      means.push_back(cat({rm, rv}, 0));
+    }
+    set_num_threads(before);
+    CHECK(max(abs(sub(means[0], means[1]))).item() == 0.0);
+    CHECK(max(abs(sub(means[0], means[2]))).item() == 0.0);
+  }
+}
+
 TEST_CASE("batch_norm_backward is one op giving dx, dweight and dbias") {
   Tensor x = f64_randn({4, 2, 3}, 6), g = f64_randn({4, 2, 3}, 7), w = f64_randn({2}, 8);
   Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = zeros({2}, {.dtype = DType::f64}).requires_grad_();
