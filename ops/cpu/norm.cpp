@@ -90,6 +90,11 @@ template <class T, class F>
 // (8, 256, 3136) 1213 -> 692-762; f32: (64, 256, 64) 174 -> 92, (64, 512, 16) 221 -> 57-58.
 constexpr int64_t kStatisticsBlockValues = int64_t(1) << 15, kStatisticsBlockChannels = 64;
 
+// Channels per block: as many as hold kStatisticsBlockValues values, at least one.
+int64_t statistics_block(const Planes& p) {
+  return std::clamp<int64_t>(kStatisticsBlockValues / std::max<int64_t>(p.count(), 1), 1, kStatisticsBlockChannels);
+}
+
 // Grain for loops over channels: aim for ~32K elements of work per chunk.
 int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(p.count(), 1)); }
 
@@ -148,7 +153,14 @@ __m256 activated_grad8(const T* g, const T* y) {
 // plain ones take an "undefined" source that -Wmaybe-uninitialized flags).
 template <bool kRelu>
 struct LaneSums {
-  __m512d g[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, gx[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  __m512d g[2], gx[2];
+  // The lanes so far: lanes_g[j] and lanes_gx[j] for lane j.
+  LaneSums(const double* lanes_g, const double* lanes_gx) {
+    for (int half = 0; half < 2; ++half) {
+      g[half] = _mm512_loadu_pd(lanes_g + 8 * half);
+      gx[half] = _mm512_loadu_pd(lanes_gx + 8 * half);
+    }
+  }
   // Adds the whole blocks of a run of n values; returns the values it took.
   template <class T>
   int64_t add(const T* grad, const T* y, const T* x, int64_t n, double mu) {
@@ -224,6 +236,7 @@ template <class T>
 constexpr bool kLaneType = false;
 template <bool kRelu>
 struct LaneSums {
+  LaneSums(const double*, const double*) {}
   template <class T>
   int64_t add(const T*, const T*, const T*, int64_t, double) { return 0; }
   void store(double*, double*) const {}
@@ -265,41 +278,57 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   struct Sums {
     double g, gxhat;
   };
-  auto sums_of = [&](int64_t c) -> Sums {
-    const double mu = double(md[c]);
+  // The sums of channels [b0, b0 + count), count <= kStatisticsBlockChannels, summed image by
+  // image (Note [Statistics in memory order]); also writes their dweight and dbias.
+  auto sums_of_block = [&](int64_t b0, int64_t count, Sums* out) {
     // sum(g) and sum(g * (x - mean)) in 16 double lanes each (Note [Statistics in lanes]), the
     // values loaded 16 at a time (Note [Blocks of 16]).
-    double lanes_g[16] = {}, lanes_gx[16] = {}, tail_g = 0, tail_gx = 0;
-    [[maybe_unused]] LaneSums<kRelu> in_registers;
+    alignas(64) double lanes_g[kStatisticsBlockChannels][16], lanes_gx[kStatisticsBlockChannels][16];
+    double tail_g[kStatisticsBlockChannels], tail_gx[kStatisticsBlockChannels];
+    std::fill_n(&lanes_g[0][0], count * 16, 0.0);
+    std::fill_n(&lanes_gx[0][0], count * 16, 0.0);
+    std::fill_n(tail_g, count, 0.0);
+    std::fill_n(tail_gx, count, 0.0);
     for (int64_t n = 0; n < p.N; ++n) {
-      const int64_t at = (n * p.C + c) * p.S;
-      int64_t s = 0;
-      if constexpr (kInRegisters) s = in_registers.add(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu);
-      for (; s + 16 <= p.S; s += 16) {
-        P gv[16], yv[16] = {}, xv[16];
-        load_block<16>(gd + at + s, gv);
-        if (!Fn::kIdentity) load_block<16>(yd + at + s, yv);
-        load_block<16>(xd + at + s, xv);
-        for (int j = 0; j < 16; ++j) {
-          const double g = double(grad_of(gv[j], yv[j]));
-          lanes_g[j] += g;
-          lanes_gx[j] += g * (double(xv[j]) - mu);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t c = b0 + i, at = (n * p.C + c) * p.S;
+        const double mu = double(md[c]);
+        int64_t s = 0;
+        if constexpr (kInRegisters) {
+          if (p.S >= 16) {  // whole blocks to add
+            LaneSums<kRelu> in_registers(lanes_g[i], lanes_gx[i]);
+            s = in_registers.add(gd + at, yd ? yd + at : nullptr, xd + at, p.S, mu);
+            in_registers.store(lanes_g[i], lanes_gx[i]);
+          }
+        }
+        for (; s + 16 <= p.S; s += 16) {
+          P gv[16], yv[16] = {}, xv[16];
+          load_block<16>(gd + at + s, gv);
+          if (!Fn::kIdentity) load_block<16>(yd + at + s, yv);
+          load_block<16>(xd + at + s, xv);
+          for (int j = 0; j < 16; ++j) {
+            const double g = double(grad_of(gv[j], yv[j]));
+            lanes_g[i][j] += g;
+            lanes_gx[i][j] += g * (double(xv[j]) - mu);
+          }
+        }
+        for (; s < p.S; ++s) {
+          const double g = double(g_at(at + s));
+          tail_g[i] += g;
+          tail_gx[i] += g * (double(value_at(xd, at + s)) - mu);
         }
       }
-      for (; s < p.S; ++s) {
-        const double g = double(g_at(at + s));
-        tail_g += g;
-        tail_gx += g * (double(value_at(xd, at + s)) - mu);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t c = b0 + i;
+      for (int j = 0; j < 16; ++j) {
+        tail_g[i] += lanes_g[i][j];
+        tail_gx[i] += lanes_gx[i][j];
       }
+      if (dweight.defined()) dweight.data<P>()[c] = P(tail_gx[i] * double(id[c]));
+      if (dbias.defined()) dbias.data<P>()[c] = P(tail_g[i]);
+      out[i] = {tail_g[i], tail_gx[i] * double(id[c])};
     }
-    if constexpr (kInRegisters) in_registers.store(lanes_g, lanes_gx);
-    for (int j = 0; j < 16; ++j) {
-      tail_g += lanes_g[j];
-      tail_gx += lanes_gx[j];
-    }
-    if (dweight.defined()) dweight.data<P>()[c] = P(tail_gx * double(id[c]));
-    if (dbias.defined()) dbias.data<P>()[c] = P(tail_g);
-    return {tail_g, tail_gx * double(id[c])};
   };
   // dx = k * (g - mean_g - xhat * mean_gxhat) = g * k - (x - mean) * a + b per channel, with
   // k = weight * invstd, a = k * invstd * mean_gxhat, b = -k * mean_g.
@@ -332,10 +361,10 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
       s = dx16<kRelu>(gd + at, yd ? yd + at : nullptr, xd + at, dxd + at, p.S, training, mc, co.k, co.a, co.b);
     dx_run(gd + at + s, yd ? yd + at + s : nullptr, xd + at + s, dxd + at + s, p.S - s, dx_of);
   };
-  // Note [Channel at a time]: a task takes a few channels and, for each, sums and then writes its
-  // dx while the channel's grad, x and y are still in L2 (N S values each: 100 KiB at
-  // SE-ResNeXt's largest, 256 channels of 56 x 56 at batch 8), instead of one pass over every
-  // channel for the sums and a second that reads all of them from memory again (batch norm's
+  // Note [Channel at a time]: a task takes a few channels and, for each block of them (Note
+  // [Statistics in memory order]), sums and then writes their dx while the block's grad, x and y
+  // are still in L2 (N S values per channel: 100 KiB at SE-ResNeXt's largest, 256 channels of
+  // 56 x 56 at batch 8), instead of one pass over every channel for the sums and a second that reads all of them from memory again (batch norm's
   // backward was 12% of an SE-ResNeXt-50 training step, perf; Note [Batch-norm backward in
   // registers] took on the rest of it). Runs shorter than a vector (S < 16, e.g. 2-D input,
   // S = 1) keep the second pass a row of channels at a time, whose elements are contiguous, and
@@ -347,21 +376,33 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   // without 7.9-8.7 -> 7.8-8.6; 1024 of 14 x 14 even (1.9-2.2); 2048 of 7 x 7 with relu
   // 0.64-0.81 -> 0.50-0.65; an SE-ResNeXt-50 training step 1-2% faster. dx_run is always
   // inlined: called once per element where S = 1, the call was most of the time (64 x 32
-  // values: 0.035 ms against 0.016).
+  // values: 0.035 ms against 0.016). Blocks of channels instead of one (bnprobe, bf16, batch 64,
+  // alternated, the bits unchanged): 256 channels of 8 x 8 with relu 0.74-0.82 -> 0.43-0.47 ms,
+  // 512 of 4 x 4 0.30-0.36 -> 0.25-0.27, 2048 of 7 x 7 at batch 8 0.41-0.46 -> 0.34-0.39.
+  const int64_t block = statistics_block(p);
   if (!dxd || (p.S >= 16 && p.C >= num_threads())) {
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const Sums sums = sums_of(c);
+      for (int64_t b0 = c0; b0 < c1; b0 += block) {
+        const int64_t count = std::min(block, c1 - b0);
+        Sums sums[kStatisticsBlockChannels];
+        sums_of_block(b0, count, sums);
         if (!dxd) continue;
-        const Coefficients co = coefficients_of(c, sums);
-        for (int64_t n = 0; n < p.N; ++n) dx_of_run(n, c, co);
+        Coefficients co[kStatisticsBlockChannels];
+        for (int64_t i = 0; i < count; ++i) co[i] = coefficients_of(b0 + i, sums[i]);
+        for (int64_t n = 0; n < p.N; ++n)
+          for (int64_t i = 0; i < count; ++i) dx_of_run(n, b0 + i, co[i]);
       }
     });
     return;
   }
   std::vector<Coefficients> co(size_t(p.C));
   parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) co[size_t(c)] = coefficients_of(c, sums_of(c));
+    for (int64_t b0 = c0; b0 < c1; b0 += block) {
+      const int64_t count = std::min(block, c1 - b0);
+      Sums sums[kStatisticsBlockChannels];
+      sums_of_block(b0, count, sums);
+      for (int64_t i = 0; i < count; ++i) co[size_t(b0 + i)] = coefficients_of(b0 + i, sums[i]);
+    }
   });
   parallel_for(0, p.N, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.C * p.S, 1)), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n)
@@ -397,14 +438,14 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
     auto total = [](const double (&lanes)[kAccLanes], double rest) {
       return combine_lanes(lanes, rest, [](double a, double b) { return a + b; });
     };
-    // Note [Statistics in memory order]: a few channels at a time, image by image.
-    const int64_t block = std::clamp<int64_t>(kStatisticsBlockValues / std::max<int64_t>(p.count(), 1), 1,
-                                              kStatisticsBlockChannels);
+    const int64_t block = statistics_block(p);  // Note [Statistics in memory order]
     parallel_for(0, p.C, channel_grain(p), [&](int64_t c0, int64_t c1) {
       for (int64_t b0 = c0; b0 < c1; b0 += block) {
         const int64_t channels = std::min(c1 - b0, block);
-        alignas(64) double lanes[kStatisticsBlockChannels][kAccLanes] = {};
-        double rest[kStatisticsBlockChannels] = {}, mu[kStatisticsBlockChannels];
+        alignas(64) double lanes[kStatisticsBlockChannels][kAccLanes];
+        double rest[kStatisticsBlockChannels], mu[kStatisticsBlockChannels];
+        std::fill_n(&lanes[0][0], channels * kAccLanes, 0.0);
+        std::fill_n(rest, channels, 0.0);
         for (int64_t n = 0; n < p.N; ++n)
           for (int64_t c = 0; c < channels; ++c)
             add_run.template operator()<false>(xd + (n * p.C + b0 + c) * p.S, 0.0, lanes[c], rest[c]);

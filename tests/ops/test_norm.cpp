@@ -90,6 +90,44 @@ TEST_CASE("batch_norm's statistics across channel blocks match f64 in f32 and bf
   }
 }
 
+// The backward sums blocks of channels too (Note [Channel at a time] in ops/cpu/norm.cpp): 150
+// channels of 4 x 5 take the block path, 130 channels of a 2-D input (S = 1) the row path.
+TEST_CASE("batch_norm_backward across channel blocks matches f64 and gives the same bits at 1, 2 and 3 threads") {
+  for (const Shape& shape : {Shape{3, 150, 4, 5}, Shape{70, 130}}) {
+    INFO(shape.size() << "-D");
+    const int64_t C = shape[1];
+    const Tensor x = f64_randn(shape, 41).to(DType::f32), g = f64_randn(shape, 42).to(DType::f32);
+    const Tensor w = f64_randn({C}, 43).to(DType::f32);
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < int64_t(shape.size()); ++d) dims.push_back(d);
+    const Tensor m = mean(x, dims), invstd = rsqrt(add(var(x, dims, 0), 1e-5));
+    auto f64 = [](const Tensor& t) { return t.to(DType::f64); };
+    // The backward from its formula, in f64 ops that do not share the kernel:
+    // dx = w invstd (g - mean(g) - xhat mean(g xhat)), dweight = sum(g xhat), dbias = sum(g).
+    Shape channel_shape(shape.size(), 1);
+    channel_shape[1] = C;
+    auto per_channel = [&](const Tensor& v) { return f64(v).reshape(channel_shape); };
+    const Tensor g64 = f64(g), xhat = mul(sub(f64(x), per_channel(m)), per_channel(invstd));
+    const Tensor dx = mul(mul(per_channel(w), per_channel(invstd)),
+                          sub(sub(g64, mean(g64, dims, true)), mul(xhat, mean(mul(g64, xhat), dims, true))));
+    const BatchNormGrads want{dx, sum(mul(g64, xhat), dims), sum(g64, dims)};
+    const int before = num_threads();
+    std::vector<BatchNormGrads> got;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      got.push_back(batch_norm_backward(g, x, w, m, invstd, true, true, true, true, Activation::none, Tensor()));
+    }
+    set_num_threads(before);
+    check_close(f64(got[0].dx), want.dx, 1e-5, 1e-5);
+    check_close(f64(got[0].dweight), want.dweight, 1e-5, 1e-4);
+    check_close(f64(got[0].dbias), want.dbias, 1e-5, 1e-4);
+    for (size_t t : {1, 2}) {
+      CHECK(max(abs(sub(got[0].dx, got[t].dx))).item() == 0.0);
+      CHECK(max(abs(sub(got[0].dweight, got[t].dweight))).item() == 0.0);
+    }
+  }
+}
+
 TEST_CASE("batch_norm_backward is one op giving dx, dweight and dbias") {
   Tensor x = f64_randn({4, 2, 3}, 6), g = f64_randn({4, 2, 3}, 7), w = f64_randn({2}, 8);
   Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = zeros({2}, {.dtype = DType::f64}).requires_grad_();
