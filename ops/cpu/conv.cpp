@@ -209,9 +209,10 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t c0, int64_t c1,
 }
 
 // Every group's weights as op(A) of the GEMMs of a pass, op(A) = w[grp] (M, K) or its transpose,
-// packed once per call where the f32 GEMM is ember's and more than one GEMM multiplies them
-// (Note [Prepacked A] in gemm_packed.cpp), or once for many calls where the caller keeps a pack
-// (Note [Conv weight packs]); other types and single GEMMs call gemm_typed.
+// packed once per call where the f32 GEMM is ember's, or the bf16 GEMM multiplies pairs, and
+// more than one GEMM multiplies them (Note [Prepacked A] in gemm_packed.cpp), or (f32) once for
+// many calls where the caller keeps a pack (Note [Conv weight packs]); f64 and single GEMMs call
+// gemm_typed.
 template <class T>
 class GroupWeights {
  public:
@@ -228,6 +229,16 @@ class GroupWeights {
       };
       if (pack && !trans) panels_ = pack->panels_for(w, groups, build);
       else if (gemms_per_group > 1) panels_ = build();
+    } else if constexpr (is_bf16_v<T>) {
+      // Where the bf16 GEMM multiplies pairs (pack_a_bf16 gives no panels elsewhere). A pack is
+      // not kept across calls: under autocast the bf16 weights are a new tensor every step.
+      if (depth_ == 0 || gemms_per_group < 2) return;
+      auto panels = std::make_shared<Conv2dWeightPack::Panels>();
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        panels->groups.push_back(pack_a_bf16(trans, rows_, depth_, bf16_bits(w_ + grp * group_), K));
+        if (!panels->groups.back().panels.defined()) return;
+      }
+      panels_ = std::move(panels);
     }
   }
   // C (rows, N) = act(op(w[grp]) B + beta C + bias), B (depth, N) row-major.
@@ -235,6 +246,9 @@ class GroupWeights {
             Activation act = Activation::none, GemmBias<acc_t<T>> bias = {}) const {
     if constexpr (std::is_same_v<T, float>) {
       if (panels_) return gemm_packed_a(panels_->groups[size_t(grp)], false, N, B, ldb, beta, C, ldc, act, bias);
+    } else if constexpr (is_bf16_v<T>) {
+      if (panels_)
+        return gemm_packed_a_bf16(panels_->groups[size_t(grp)], false, N, bf16_bits(B), ldb, beta, C, ldc, act, bias);
     }
     const int64_t lda = trans_ ? rows_ : depth_;
     gemm_typed<T>(trans_, false, rows_, N, depth_, w_ + grp * group_, lda, B, ldb, beta, C, ldc, act, bias);

@@ -62,6 +62,9 @@ struct Bf16Kernel {
 // The fastest form on this CPU, chosen once (EMBER_BF16_GEMM=amx|dot|widened overrides).
 Bf16Kernel default_bf16_kernel();
 
+// `blocking` with KC rounded up to whole pairs, as the dot kernel's loop nest runs it.
+Blocking pair_blocking(const Blocking& blocking);
+
 // The blocking that suits `kernel`: bf16_cache_blocking() for a dot kernel, cache_blocking()
 // for a widened one (its panels are f32), amx_cache_blocking() for AMX.
 const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel);

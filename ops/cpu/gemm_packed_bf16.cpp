@@ -3,6 +3,7 @@
 // packed GEMM's loop nest (ops/cpu/gemm_loop_nest.h) with a bf16 micro-kernel.
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -11,6 +12,7 @@
 #include "ops/cpu/gemm_bf16_pairs.h"
 #include "ops/cpu/gemm_loop_nest.h"
 #include "ops/cpu/gemm_packed.h"
+#include "ops/cpu/gemm_prepacked.h"
 
 namespace ember::cpu::gemm_detail {
 namespace {
@@ -87,6 +89,8 @@ struct Bf16Packing {
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
   GemmOperand a;   // op(A): (M, K), trans as given
   GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
+  const Bf16Pair* a_panels = nullptr;  // or all of op(A), packed before the call (Note [Prepacked A])
+  int64_t a_rows_padded = 0;           // M rounded up to kMR
   static int64_t steps(int64_t kc) { return (kc + 1) / 2; }
   template <int width>
   static void pack(const GemmOperand& x, int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) {
@@ -151,6 +155,12 @@ Bf16Kernel default_bf16_kernel() {
   return kernel;
 }
 
+Blocking pair_blocking(const Blocking& blocking) {
+  Blocking even = blocking;  // a K block other than the last must hold whole pairs
+  even.kc = round_up(even.kc, 2);
+  return even;
+}
+
 const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel) {
   return kernel.amx ? amx_cache_blocking() : kernel.dot ? bf16_cache_blocking() : cache_blocking();
 }
@@ -166,10 +176,9 @@ void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, in
   if (kernel.amx)
     return gemm_packed_bf16_amx(kernel.amx, blocking, M, N, K, alpha, A, B, beta, C, ldc, act, row_bias,
                                 column_bias);
-  Blocking even = blocking;  // a K block other than the last must hold whole pairs
-  even.kc = round_up(even.kc, 2);
   const Bf16Packing packing{A, {B.bf16, B.f32, B.ld, !B.trans}};
-  run_loop_nest(packing, kernel.dot, even, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+  run_loop_nest(packing, kernel.dot, pair_blocking(blocking), M, N, K, alpha, beta, C, ldc, act, row_bias,
+                column_bias);
 }
 
 }  // namespace ember::cpu::gemm_detail
@@ -186,6 +195,45 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
   const gemm_detail::Bf16Kernel kernel = gemm_detail::default_bf16_kernel();
   gemm_detail::gemm_packed_bf16(kernel, gemm_detail::bf16_kernel_blocking(kernel), M, N, K, alpha, A, B, beta, C, ldc,
                                 act, bias.rows, bias.columns);
+}
+
+}  // namespace ember::cpu
+
+namespace ember::cpu {
+
+PackedA pack_a_bf16(bool trans_a, int64_t M, int64_t K, const uint16_t* A, int64_t lda) {
+  using namespace gemm_detail;
+  const Bf16Kernel kernel = default_bf16_kernel();
+  if (!kernel.dot || K < 1) return {Tensor(), M, K};
+  const Blocking blocking = pair_blocking(bf16_kernel_blocking(kernel));
+  const int64_t padded = round_up(M, kMR), panels = padded / kMR;
+  // Block pc holds steps(kc) pairs per row at steps(pc) * padded: every block but the last is even.
+  PackedA packed{Tensor::empty({padded * Bf16Packing::steps(K)}, {.dtype = DType::i32}), M, K};
+  Bf16Pair* dst = reinterpret_cast<Bf16Pair*>(packed.panels.data<int32_t>());
+  const GemmOperand a = gemm_operand(A, lda, trans_a);
+  for (int64_t pc = 0; pc < K; pc += blocking.kc) {
+    const int64_t kc = std::min(blocking.kc, K - pc), steps = Bf16Packing::steps(kc);
+    parallel_for(0, panels, std::max<int64_t>(1, (int64_t(1) << 14) / (steps * kMR)), [&](int64_t p0, int64_t p1) {
+      Bf16Packing::pack<kMR>(a, p0 * kMR, std::min(M, p1 * kMR) - p0 * kMR, pc, kc,
+                             dst + Bf16Packing::steps(pc) * padded + p0 * kMR * steps);
+    });
+  }
+  return packed;
+}
+
+void gemm_packed_a_bf16(const PackedA& a, bool trans_b, int64_t N, const uint16_t* B, int64_t ldb, float beta,
+                        float* C, int64_t ldc, Activation act, GemmBias<float> bias) {
+  using namespace gemm_detail;
+  const Bf16Kernel kernel = default_bf16_kernel();
+  EMBER_CHECK(kernel.dot && a.panels.defined() && a.K >= 1,
+              "gemm_packed_a_bf16: expected A packed as pairs by pack_a_bf16 (K >= 1), got ",
+              a.panels.defined() ? "K " + std::to_string(a.K) : std::string("no panels"));
+  if (a.M == 0 || N == 0) return;
+  Bf16Packing packing{{}, gemm_operand(B, ldb, !trans_b)};  // op(B)^T (N, K)
+  packing.a_panels = reinterpret_cast<const Bf16Pair*>(a.panels.data<int32_t>());
+  packing.a_rows_padded = round_up(a.M, kMR);
+  run_loop_nest(packing, kernel.dot, pair_blocking(bf16_kernel_blocking(kernel)), a.M, N, a.K, 1.0f, beta, C, ldc,
+                act, bias.rows, bias.columns);
 }
 
 }  // namespace ember::cpu

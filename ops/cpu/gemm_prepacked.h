@@ -9,6 +9,11 @@
 //   const PackedA pa = pack_a(trans_a, M, K, A, lda);        // op(A) (M, K), as cpu::gemm reads A
 //   gemm_packed_a(pa, trans_b, N, B, ldb, beta, C, ldc, act, {row_bias, column_bias});
 //     // C (M, N) = act(pa op(B) + beta C + bias), op(B) (K, N) as in cpu::gemm
+// The bf16 GEMM's op(A) packed once alike, as pairs of K values (gemm_packed_bf16.cpp), where
+// this CPU's bf16 GEMM multiplies pairs (Note [Widened bf16 GEMM]); elsewhere pack_a_bf16 gives
+// a PackedA without panels, and the caller multiplies with cpu::gemm_bf16 as before.
+//   const PackedA pa = pack_a_bf16(trans_a, M, K, A_bits, lda);
+//   if (pa.panels.defined()) gemm_packed_a_bf16(pa, trans_b, N, B_bits, ldb, beta, C, ldc, act, bias);
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,7 @@ void gemm_packed_b(bool trans_a, int64_t M, int64_t n, int64_t k, float alpha, c
                    const PackedB& b, int64_t k0, int64_t n0, float beta, float* C, int64_t ldc);
 
 struct PackedA {
-  Tensor panels;  // f32: in the loop nest's K blocks, each M rounded up to whole micro-panels
+  Tensor panels;  // f32 (or bf16 pairs, as i32): in the loop nest's K blocks, each M rounded up to whole micro-panels
   int64_t M = 0, K = 0;
 };
 
@@ -40,5 +45,12 @@ PackedA pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda);
 
 void gemm_packed_a(const PackedA& a, bool trans_b, int64_t N, const float* B, int64_t ldb, float beta, float* C,
                    int64_t ldc, Activation act = Activation::none, GemmBias<float> bias = {});
+
+// A (bf16 bits) as op(A) (M, K) of the bf16 GEMM; no panels where it does not multiply pairs.
+PackedA pack_a_bf16(bool trans_a, int64_t M, int64_t K, const uint16_t* A, int64_t lda);
+
+// C (M, N) f32 = act(a op(B) + beta C + bias), B bf16 bits; `a` from pack_a_bf16, with panels.
+void gemm_packed_a_bf16(const PackedA& a, bool trans_b, int64_t N, const uint16_t* B, int64_t ldb, float beta,
+                        float* C, int64_t ldc, Activation act = Activation::none, GemmBias<float> bias = {});
 
 }  // namespace ember::cpu

@@ -135,3 +135,45 @@ TEST_CASE("cpu::gemm_packed_a equals cpu::gemm bit for bit, epilogue included", 
   }
   set_num_threads(previous);
 }
+
+// The bf16 twin (Note [Prepacked A], pairs of K): against cpu::gemm_bf16 on the same bits, over
+// three K blocks of the bf16 blocking (KC 1024 here), the last one odd. Where this CPU's bf16
+// GEMM does not multiply pairs, pack_a_bf16 gives no panels and callers keep cpu::gemm_bf16.
+TEST_CASE("cpu::gemm_packed_a_bf16 equals cpu::gemm_bf16 bit for bit, epilogue included", "[gemm][prepacked][bf16]") {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{131, 150, 2101}, {24, 49, 337}, {5, 13, 5}, {1, 1, 1}};
+  auto bits_of = [](const std::vector<float>& v) {
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = float_to_bfloat16_bits(v[i]);
+    return bits;
+  };
+  if (!cpu::pack_a_bf16(false, 1, 1, std::vector<uint16_t>{0x3F80}.data(), 1).panels.defined()) {
+    WARN("this CPU's bf16 GEMM does not multiply pairs of K: pack_a_bf16 gives no panels, nothing to compare");
+    return;
+  }
+  const int previous = num_threads();
+  for (const int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Shape& sh : shapes)
+      for (const bool trans_a : {false, true})
+        for (const bool trans_b : {false, true}) {
+          INFO("threads " << threads << " M " << sh.M << " N " << sh.N << " K " << sh.K << " trans_a " << trans_a
+                          << " trans_b " << trans_b);
+          const int64_t lda = (trans_a ? sh.M : sh.K) + 2, ldb = (trans_b ? sh.K : sh.N) + 3, ldc = sh.N + 4;
+          const std::vector<uint16_t> a = bits_of(random_values(size_t((trans_a ? sh.K : sh.M) * lda), 16));
+          const std::vector<uint16_t> b = bits_of(random_values(size_t((trans_b ? sh.N : sh.K) * ldb), 17));
+          const std::vector<float> rows = random_values(size_t(sh.M), 18), columns = random_values(size_t(sh.N), 19);
+          const cpu::GemmBias<float> bias{rows.data(), columns.data()};
+          std::vector<float> want = random_values(size_t(sh.M * ldc), 20), got = want;
+          cpu::gemm_bf16(sh.M, sh.N, sh.K, 1.0f, cpu::gemm_operand(a.data(), lda, trans_a),
+                         cpu::gemm_operand(b.data(), ldb, trans_b), 0.5f, want.data(), ldc, Activation::relu, bias);
+          const cpu::PackedA packed = cpu::pack_a_bf16(trans_a, sh.M, sh.K, a.data(), lda);
+          REQUIRE(packed.panels.defined());
+          cpu::gemm_packed_a_bf16(packed, trans_b, sh.N, b.data(), ldb, 0.5f, got.data(), ldc, Activation::relu, bias);
+          REQUIRE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        }
+  }
+  set_num_threads(previous);
+}
