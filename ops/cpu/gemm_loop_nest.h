@@ -228,12 +228,13 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
     if constexpr (has_prepacked_a<Packing>) a_panels = packing.a_panels;
     parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {
       [[maybe_unused]] const auto scope = work_scope(packing);
-      DataPtr a_buf;
-      if (!a_panels) a_buf = alloc.allocate(size_t(split.rows * Packing::steps(kc_max)) * sizeof(Packed));
-      Packed* a_pack = static_cast<Packed*>(a_buf.get());
-      DataPtr b_tile_buf;
-      if (b_per_tile) b_tile_buf = alloc.allocate(size_t(kColumns * Packing::steps(kc_max)) * sizeof(Packed));
-      Packed* b_tile_pack = static_cast<Packed*>(b_tile_buf.get());
+      // A's block and B's micro-panel, each where it is packed here, in one allocation (B's
+      // starting on a cache line, as the allocator's blocks do).
+      const int64_t a_values = a_panels ? 0 : round_up(split.rows * Packing::steps(kc_max), 64 / sizeof(Packed));
+      const int64_t b_values = b_per_tile ? kColumns * Packing::steps(kc_max) : 0;
+      const DataPtr buf = alloc.allocate(size_t(a_values + b_values) * sizeof(Packed));
+      Packed* a_pack = static_cast<Packed*>(buf.get());
+      Packed* b_tile_pack = a_pack + a_values;
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t block = w / split.column_groups, group = w % split.column_groups;
         const int64_t ic = block * split.rows, mc = std::min(split.rows, M - ic);

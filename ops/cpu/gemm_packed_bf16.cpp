@@ -38,6 +38,17 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
         const int live = int(std::min<int64_t>(width, rows - panel * width));
         Bf16Pair* out = dst + panel * steps * width + s * width;
         const int64_t base = panel * width;
+#if defined(__AVX512BW__)
+        if constexpr (std::is_same_v<T, uint16_t> && width % 16 == 0) {  // Note [Pairs by permutation]
+          const uint16_t* odd_row = has_odd ? odd + base : nullptr;
+          int i = 0;
+          for (; i + 32 <= width; i += 32)
+            interleave_pairs<32>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 32), out + i);
+          if (i < width)
+            interleave_pairs<16>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 16), out + i);
+          continue;
+        }
+#endif
         if (has_odd && live == width)
           for (int i = 0; i < width; ++i) out[i] = make_pair(bf16_bits(even[base + i]), bf16_bits(odd[base + i]));
         else if (has_odd)
