@@ -1,5 +1,7 @@
 // Optimizer steps on the CPU: one parallel loop per parameter applying the shared rule
 // (see Note [Fused updates] in nn/optim/optimizer.h).
+#include <type_traits>
+
 #include "core/parallel.h"
 #include "ops/kernels.h"
 
@@ -9,6 +11,35 @@ namespace {
 // chunking overhead stays invisible.
 constexpr int64_t kGrain = 1 << 14;
 
+// Note [Optimizer loops without branches]: the rules test the step's flags (momentum, first
+// step, Nesterov, weight decay, AdamW, AMSGrad) per element, through a reference that the
+// loop's stores to float might alias as far as GCC could tell, so the loops stayed scalar with
+// the branches inside (perf: sgd_step 8.7% of an f32 MNIST training step, 77% of it on one
+// instruction). Here every flag is a template argument: each loop is straight-line code that
+// vectorises, and every element still runs the rule's arithmetic in the rule's order.
+
+// Calls f(std::bool_constant<v>{}).
+template <class F>
+void with_flag(bool v, F&& f) {
+  if (v) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+template <class T, bool kMomentum, bool kFirst, bool kNesterov, bool kDecay>
+void sgd_loop(SgdStep s, T* p, const T* g, T* b, int64_t begin, int64_t end) {
+  s.first = kFirst;
+  s.nesterov = kNesterov;
+  if constexpr (!kDecay) s.weight_decay = 0;
+  for (int64_t i = begin; i < end; ++i) sgd_rule<T>(s, p[i], g[i], kMomentum ? b + i : nullptr);
+}
+
+template <class T, bool kDecoupled, bool kDecay, bool kAmsgrad>
+void adam_loop(AdamStep s, T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end) {
+  s.decoupled = kDecoupled;
+  if constexpr (!kDecay) s.weight_decay = 0;
+  for (int64_t i = begin; i < end; ++i) adam_rule<T>(s, p[i], g[i], m[i], v[i], kAmsgrad ? vmax + i : nullptr);
+}
+
 }  // namespace
 
 void sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer) {
@@ -16,8 +47,17 @@ void sgd_step(const SgdStep& s, const Tensor& param, const Tensor& grad, const T
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* b = data_or_null<T>(momentum_buffer);
-    parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) sgd_rule<T>(s, p[i], g[i], b ? b + i : nullptr);
+    // Note [Optimizer loops without branches]
+    with_flag(b != nullptr, [&](auto momentum) {
+      with_flag(s.first, [&](auto first) {
+        with_flag(s.nesterov, [&](auto nesterov) {
+          with_flag(s.weight_decay != 0, [&](auto decay) {
+            parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+              sgd_loop<T, momentum(), first(), nesterov(), decay()>(s, p, g, b, begin, end);
+            });
+          });
+        });
+      });
     });
   });
 }
@@ -30,8 +70,15 @@ void adam_step(const AdamStep& s, const Tensor& param, const Tensor& grad, const
     T* m = exp_avg.data<T>();
     T* v = exp_avg_sq.data<T>();
     T* vmax = data_or_null<T>(max_exp_avg_sq);
-    parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) adam_rule<T>(s, p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
+    // Note [Optimizer loops without branches]
+    with_flag(s.decoupled, [&](auto decoupled) {
+      with_flag(s.weight_decay != 0, [&](auto decay) {
+        with_flag(vmax != nullptr, [&](auto amsgrad) {
+          parallel_for(0, param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+            adam_loop<T, decoupled(), decay(), amsgrad()>(s, p, g, m, v, vmax, begin, end);
+          });
+        });
+      });
     });
   });
 }
