@@ -139,25 +139,25 @@ auto work_scope(const Packing& packing) {
 }
 
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
-// (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values
-// is packed by the caller alone; nothing when op(B) came packed, Note [Prepacked B] in
-// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], or is packed by the work
-// items, Note [B packed per micro-panel]; in those cases one panel spans all of N), then share the work items on the pool's dynamic chunks (Note
-// [Dynamic chunks]). An item is an MC-or-smaller block of rows times a group of the panel's
-// columns and runs the whole K loop itself, packing its own blocks of A, so there is no
-// barrier per K block: two parallel_for per panel, which matters on a loaded machine where every
-// barrier waits for the most-descheduled thread. About 3 items per thread, cut from the rows
-// first (blocks of >= 64 rows) and then from the columns (groups of at least two tiles' width),
-// so that the skinny shapes of convolution (M = 32 channels, N = 3136 pixels) split too. The
-// panel holds all of K, so its width is the KC x NC budget divided by K. Below 1M micro-kernel
-// steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~20 us on one core either
-// way), the pool is not worth waking (the AMX form, much faster per step, sets its own rule:
-// single_thread). The bound was 4M until B could be read in place (Note [B in place] in
-// gemm_packed.cpp); then, on Zen 4 (2026-12-03, medians of 3000 calls, 2 threads against 1),
-// 128^3 ran at 151-156 GFLOP/s against 97-100 and 128x64x256 at 104-179 against 95-96 (both
-// with B in place; the packed and bf16 forms were not measured at these sizes). Every
-// element of C is computed by the same FMAs in the same order whatever the item (the K
-// blocking is fixed), so results do not depend on the number of threads.
+// (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values is
+// packed by the caller alone; nothing when op(B) came packed, Note [Prepacked B] in
+// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], or is packed by the work items,
+// Note [B packed per micro-panel]; in those cases one panel spans all of N), then share the work
+// items on the pool's dynamic chunks (Note [Dynamic chunks]). An item is an MC-or-smaller block of
+// rows times a group of the panel's columns and runs the whole K loop itself, packing its own
+// blocks of A, so there is no barrier per K block: two parallel_for per panel, which matters on a
+// loaded machine where every barrier waits for the most-descheduled thread. About 3 items per
+// thread, cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of at
+// least two tiles' width), so that the skinny shapes of convolution (M = 32 channels, N = 3136
+// pixels) split too. The panel holds all of K, so its width is the KC x NC budget divided by K.
+// Below 1M micro-kernel steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~20 us on
+// one core either way), the pool is not worth waking (the AMX form, much faster per step, sets its
+// own rule: single_thread). The bound was 4M until B could be read in place (Note [B in place] in
+// gemm_packed.cpp); then, on Zen 4 (2026-12-03, medians of 3000 calls, 2 threads against 1), 128^3
+// ran at 151-156 GFLOP/s against 97-100 and 128x64x256 at 104-179 against 95-96 (both with B in
+// place; the packed and bf16 forms were not measured at these sizes). Every element of C is
+// computed by the same FMAs in the same order whatever the item (the K blocking is fixed), so
+// results do not depend on the number of threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, where it is
 // packed ahead) and per chunk of work items (A's blocks, and B's micro-panel where it is packed
 // per micro-panel), so steady-state calls reuse cached blocks and never reach the system;

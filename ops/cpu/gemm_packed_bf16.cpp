@@ -43,9 +43,11 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
           const uint16_t* odd_row = has_odd ? odd + base : nullptr;
           int i = 0;
           for (; i + 32 <= width; i += 32)
-            interleave_pairs<32>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 32), out + i);
+            interleave_pairs<32>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 32),
+                                 out + i);
           if (i < width)
-            interleave_pairs<16>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 16), out + i);
+            interleave_pairs<16>(even + base + i, odd_row ? odd_row + i : nullptr, std::clamp(live - i, 0, 16),
+                                 out + i);
           continue;
         }
 #endif
@@ -207,10 +209,6 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
   gemm_detail::gemm_packed_bf16(kernel, gemm_detail::bf16_kernel_blocking(kernel), M, N, K, alpha, A, B, beta, C, ldc,
                                 act, bias.rows, bias.columns);
 }
-
-}  // namespace ember::cpu
-
-namespace ember::cpu {
 
 PackedA pack_a_bf16(bool trans_a, int64_t M, int64_t K, const uint16_t* A, int64_t lda) {
   using namespace gemm_detail;

@@ -364,13 +364,13 @@ void backward_typed(Fn fn, const Tensor& grad, const Tensor& y, const Tensor& x,
   // Note [Channel at a time]: a task takes a few channels and, for each block of them (Note
   // [Statistics in memory order]), sums and then writes their dx while the block's grad, x and y
   // are still in L2 (N S values per channel: 100 KiB at SE-ResNeXt's largest, 256 channels of
-  // 56 x 56 at batch 8), instead of one pass over every channel for the sums and a second that reads all of them from memory again (batch norm's
-  // backward was 12% of an SE-ResNeXt-50 training step, perf; Note [Batch-norm backward in
-  // registers] took on the rest of it). Runs shorter than a vector (S < 16, e.g. 2-D input,
-  // S = 1) keep the second pass a row of channels at a time, whose elements are contiguous, and
-  // so do layers with fewer channels than threads, whose dx would otherwise leave threads idle.
-  // Both paths compute each sum and each dx with the same code, so the bits do not depend on
-  // which one runs.
+  // 56 x 56 at batch 8), instead of one pass over every channel for the sums and a second that reads all
+  // of them from memory again (batch norm's backward was 12% of an SE-ResNeXt-50 training step,
+  // perf; Note [Batch-norm backward in registers] took on the rest of it). Runs shorter than a
+  // vector (S < 16, e.g. 2-D input, S = 1) keep the second pass a row of channels at a time, whose
+  // elements are contiguous, and so do layers with fewer channels than threads, whose dx would
+  // otherwise leave threads idle. Both paths compute each sum and each dx with the same code, so
+  // the bits do not depend on which one runs.
   // Measured (2026-12-06, Zen 5, 2 threads, bnprobe alternated with the two-pass form, backward
   // through autograd at batch 8): 256 channels of 56 x 56 with relu 6.2-6.7 -> 4.7-5.5 ms,
   // without 7.9-8.7 -> 7.8-8.6; 1024 of 14 x 14 even (1.9-2.2); 2048 of 7 x 7 with relu
