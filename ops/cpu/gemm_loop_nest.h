@@ -117,7 +117,8 @@ constexpr bool has_prepacked_b = requires(const Packing& p) { p.b_panel(int64_t(
 
 // Whether the Packing may bring op(A) packed before the call (Note [Prepacked A] in
 // gemm_packed.cpp): then `a_panels`, when not null, holds all of op(A) in the loop nest's K
-// blocks (block pc at a_panels + pc * a_rows_padded, its micro-panels kc * kTileRows apart).
+// blocks (block pc at a_panels + steps(pc) * a_rows_padded, its micro-panels steps(kc) *
+// kTileRows apart).
 template <class Packing>
 constexpr bool has_prepacked_a = requires(const Packing& p) {
   p.a_panels;
@@ -141,12 +142,13 @@ auto work_scope(const Packing& packing) {
 // Note [GEMM threads]: for each column panel of C the threads first pack op(B)'s panel together
 // (all of K, in KC blocks; the micro-panels of B are independent; a panel under 64K values is
 // packed by the caller alone; nothing when op(B) came packed, Note [Prepacked B] in
-// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], or is packed by the work items,
-// Note [B packed per micro-panel]; in those cases one panel spans all of N), then share the work
-// items on the pool's dynamic chunks (Note [Dynamic chunks]). An item is an MC-or-smaller block of
-// rows times a group of the panel's columns and runs the whole K loop itself, packing its own
-// blocks of A, so there is no barrier per K block: two parallel_for per panel, which matters on a
-// loaded machine where every barrier waits for the most-descheduled thread. About 3 items per
+// ops/cpu/gemm_packed.cpp, or is read in place, Note [B in place], where one panel spans all of
+// N, or is packed by the work items, Note [B packed per micro-panel], where one panel spans all of
+// N too), then share the work items on the pool's dynamic chunks (Note [Dynamic chunks]). An item
+// is an MC-or-smaller block of rows times a group of the panel's columns and runs the whole K loop
+// itself, packing its own blocks of A, so there is no barrier per K block: two parallel_for per
+// panel (one where B is not packed ahead), which matters on a loaded machine where every barrier
+// waits for the most-descheduled thread. About 3 items per
 // thread, cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of at
 // least two tiles' width), so that the skinny shapes of convolution (M = 32 channels, N = 3136
 // pixels) split too. The panel holds all of K, so its width is the KC x NC budget divided by K.
@@ -162,19 +164,21 @@ auto work_scope(const Packing& packing) {
 // packed ahead) and per chunk of work items (A's blocks, and B's micro-panel where it is packed
 // per micro-panel), so steady-state calls reuse cached blocks and never reach the system;
 // thread-local buffers would outlive the allocator at exit.
-// Note [B packed per micro-panel]: where M is cut into no more row blocks than there are
-// threads (M <= MC on one thread; up to 128 rows on two), op(B)'s panel is not packed ahead:
-// each work item packs the kNR x KC micro-panel of B it is about to use into a buffer of its own
-// and runs all its row tiles on it while it is in L1. A panel packed ahead is reused by every
-// row block, so it pays only where there are many; with one or two, packing per micro-panel
-// costs at most as many packed values per thread, saves the parallel_for of the packing (two
-// barriers became one) and the trip of the packed panel through L3 from the thread that packed it
-// to the one that reads it. Measured on Zen 5 (2026-12-06, `gemmprobe`, medians of 200 calls,
-// alternated, us, panel ahead -> per micro-panel), 2 threads: bf16 32x3136x288 236 -> 125,
-// 64x196x576 53 -> 33, 64x512x784 146 -> 102, 128x3136x256 463 -> 389; f32 with B transposed
-// (packed; untransposed B is read in place, Note [B in place]) 32x3136x288 425 -> 239,
-// 64x196x576 97 -> 64, 128x3136x256 946 -> 729; one thread within noise (bf16 32x3136x288
-// 198 -> 209, 64x196x576 46 -> 49, f32 with B transposed 423 -> 408, 100 -> 94).
+// Note [B packed per micro-panel]: where M is cut into one row block, or two on two threads or
+// more (M <= MC on one thread; up to 128 rows on two), op(B)'s panel is not packed ahead: each
+// work item packs the kNR x KC micro-panel of B it is about to use into a buffer of its own and
+// runs all its row tiles on it while it is in L1. A panel packed ahead is reused by every row
+// block, which pays where there are many. With R row blocks on T threads, packing per micro-panel
+// packs R N K values (R N K / T per thread) where packing ahead packs N K: at most twice as many
+// under the bound of two. It saves the parallel_for of the packing (two barriers
+// became one) and the trip of the packed panel through L3 from the thread that packed it to the
+// one that reads it. More row blocks (more threads) were not measured, hence the bound.
+// Measured on Zen 5 (2026-12-06, `gemmprobe`, medians of 200 calls, alternated, us, panel ahead
+// -> per micro-panel), 2 threads: bf16 32x3136x288 236 -> 125, 64x196x576 53 -> 33, 64x512x784
+// 146 -> 102, 128x3136x256 463 -> 389; f32 with B transposed (packed; untransposed B is read in
+// place, Note [B in place]) 32x3136x288 425 -> 239, 64x196x576 97 -> 64, 128x3136x256 946 -> 729;
+// one thread within noise (bf16 32x3136x288 198 -> 209, 64x196x576 46 -> 49, f32 with B
+// transposed 423 -> 408, 100 -> 94).
 template <class Packing>
 void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, const Blocking& blocking, int64_t M,
                    int64_t N, int64_t K, float alpha, float beta, float* C, int64_t ldc, Activation act,
@@ -186,7 +190,7 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
   constexpr bool prepacked = has_prepacked_b<Packing>, in_place = has_b_in_place<Packing>;
   constexpr bool packs_b = !prepacked && !in_place;
   // Note [B packed per micro-panel]: where M is cut into no more row blocks than threads.
-  const bool b_per_tile = packs_b && row_blocks_of(M, blocking, threads) <= threads;
+  const bool b_per_tile = packs_b && row_blocks_of(M, blocking, threads) <= std::min(threads, 2);
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget
   // (all of them when op(B) is read in place or packed per micro-panel: there is no panel to
   // keep in L3).

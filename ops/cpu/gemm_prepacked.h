@@ -10,8 +10,9 @@
 //   gemm_packed_a(pa, trans_b, N, B, ldb, beta, C, ldc, act, {row_bias, column_bias});
 //     // C (M, N) = act(pa op(B) + beta C + bias), op(B) (K, N) as in cpu::gemm
 // The bf16 GEMM's op(A) packed once alike, as pairs of K values (gemm_packed_bf16.cpp), where
-// this CPU's bf16 GEMM multiplies pairs (Note [Widened bf16 GEMM]); elsewhere pack_a_bf16 gives
-// a PackedA without panels, and the caller multiplies with cpu::gemm_bf16 as before.
+// this CPU's bf16 GEMM runs the pair micro-kernels (Note [Widened bf16 GEMM]); where it widens
+// to f32 or runs AMX tiles (whose panels are laid out otherwise) pack_a_bf16 gives a PackedA
+// without panels, and the caller multiplies with cpu::gemm_bf16 as before.
 //   const PackedA pa = pack_a_bf16(trans_a, M, K, A_bits, lda);
 //   if (pa.panels.defined()) gemm_packed_a_bf16(pa, trans_b, N, B_bits, ldb, beta, C, ldc, act, bias);
 #pragma once

@@ -77,17 +77,19 @@ template <class T, class F>
 
 // Note [Statistics in memory order]: channel c's values are N runs of S, C S values apart. A
 // channel at a time walked memory in strides, and lane_sum combined its 16 lanes at the end of
-// every run: at S = 16 (4 x 4 planes) each run was half a cache line and one block of 16, and
-// the statistics of 512 such channels at batch 64 took as long in bf16 as in f32, with half the
-// bytes. Instead a block of adjacent channels (at most kStatisticsBlockValues values, so that
-// the second pass finds them in L2) is summed image by image, each image's runs of the block
-// one contiguous stretch, and each channel keeps its 16 lanes (Note [Statistics in lanes])
-// across all its runs, combined once. Only the order of the double sums changed; the mean and
-// invstd, rounded to f32, kept their bits on every shape below. Measured with Note [Batch-norm
-// statistics in registers] (2026-12-06, Zen 5, 2 threads, a scratch probe calling
-// cpu::batch_norm_stats, medians of 100 calls, us), (N, C, S) bf16: (64, 64, 1024) 707 -> 429-445,
-// (64, 128, 256) 396 -> 200, (64, 256, 64) 306 -> 106-120, (64, 512, 16) 245 -> 58-61,
-// (8, 256, 3136) 1213 -> 692-762; f32: (64, 256, 64) 174 -> 92, (64, 512, 16) 221 -> 57-58.
+// every run: at S = 16 (4 x 4 planes) each run was half a cache line and one block of 16, and the
+// statistics of 512 such channels at batch 64 took as long in bf16 as in f32, with half the bytes.
+// Instead a block of adjacent channels (at most kStatisticsBlockValues values, so that the second
+// pass finds them in L2) is summed image by image, each image's runs of the block one contiguous
+// stretch, and each channel keeps its 16 lanes (Note [Statistics in lanes]) across all its runs,
+// combined once. Only the order of the double sums changed (and the squares are fused multiply-adds
+// in the registers, as -ffp-contract=fast had made them in the loops); the mean and invstd, rounded
+// to f32, kept their bits on every shape below. Measured with Note [Batch-norm statistics in
+// registers] (2026-12-06, Zen 5, 2 threads, a scratch probe calling cpu::batch_norm_stats,
+// medians of 100 calls, us, for (N, C, S)):
+//   bf16 (64, 64, 1024) 707 -> 429-445, (64, 128, 256) 396 -> 200, (64, 256, 64) 306 -> 106-120,
+//        (64, 512, 16) 245 -> 58-61, (8, 256, 3136) 1213 -> 692-762;
+//   f32  (64, 256, 64) 174 -> 92, (64, 512, 16) 221 -> 57-58.
 constexpr int64_t kStatisticsBlockValues = int64_t(1) << 15, kStatisticsBlockChannels = 64;
 
 // Channels per block: as many as hold kStatisticsBlockValues values, at least one.
@@ -430,7 +432,8 @@ void batch_norm_stats(const Tensor& x, double eps, double momentum, const Tensor
         return kSquares ? (x - mu) * (x - mu) : x;
       };
       int64_t s = 0;
-      if constexpr (kBatchNormLanes && kLaneType<T>) s = add_run_to_lanes<kSquares>(run, p.S, mu, lanes);
+      if constexpr (kBatchNormLanes && kLaneType<T>)
+        if (p.S >= 16) s = add_run_to_lanes<kSquares>(run, p.S, mu, lanes);  // whole blocks to add
       for (; s + kAccLanes <= p.S; s += kAccLanes)
         for (int64_t j = 0; j < kAccLanes; ++j) lanes[j] += term(s + j);
       for (; s < p.S; ++s) rest += term(s);

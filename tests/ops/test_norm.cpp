@@ -62,11 +62,12 @@ TEST_CASE("batch_norm's running-stat update follows PyTorch's momentum conventio
 }
 
 // The statistics sum blocks of adjacent channels image by image (Note [Statistics in memory
-// order] in ops/cpu/norm.cpp): 150 channels are three blocks, runs of 20 values one block of 16
-// and a tail, and channel 7 sits far from zero (Note [Two-pass statistics]). With momentum 1 the
+// order] in ops/cpu/norm.cpp): at batch 16, 150 channels of 4 x 5 are tasks of 102 channels (so
+// the threads split them), each blocks of at most 64; runs of 20 values are one block of 16 and
+// a tail, and channel 7 sits far from zero (Note [Two-pass statistics]). With momentum 1 the
 // running stats are the batch's mean and unbiased variance.
 TEST_CASE("batch_norm's statistics across channel blocks match f64 in f32 and bf16 at 1, 2 and 3 threads") {
-  const Shape shape{5, 150, 4, 5};
+  const Shape shape{16, 150, 4, 5};
   Tensor x64 = f64_randn(shape, 31);
   Tensor far = x64.select(1, 7);
   far.copy_(add(far, 1e4));
@@ -91,9 +92,10 @@ TEST_CASE("batch_norm's statistics across channel blocks match f64 in f32 and bf
 }
 
 // The backward sums blocks of channels too (Note [Channel at a time] in ops/cpu/norm.cpp): 150
-// channels of 4 x 5 take the block path, 130 channels of a 2-D input (S = 1) the row path.
+// channels of 4 x 5 at batch 16 take the block path in tasks the threads split; 130 channels of
+// a 2-D input (S = 1) at batch 600, and 2 channels (fewer than 3 threads), the row path.
 TEST_CASE("batch_norm_backward across channel blocks matches f64 and gives the same bits at 1, 2 and 3 threads") {
-  for (const Shape& shape : {Shape{3, 150, 4, 5}, Shape{70, 130}}) {
+  for (const Shape& shape : {Shape{16, 150, 4, 5}, Shape{600, 130}, Shape{64, 2, 4, 5}}) {
     INFO(shape.size() << "-D");
     const int64_t C = shape[1];
     const Tensor x = f64_randn(shape, 41).to(DType::f32), g = f64_randn(shape, 42).to(DType::f32);
