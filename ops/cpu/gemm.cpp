@@ -1,6 +1,7 @@
 #include "ops/cpu/gemm.h"
 
-// Note [Eigen warnings]: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 headers
+// Note [Eigen warnings]: GCC 12 reports -Wmaybe-uninitialized (and -Wuninitialized in the
+// sanitizer builds of .ci/sanitize and .ci/cuda-checks) inside its own AVX-512 headers
 // (the `__Y = __Y` of _mm512_undefined_ps, GCC bug 105593, fixed in GCC 13) wherever Eigen's
 // packet code inlines them: ~270 warnings for this file although both Eigen (-isystem, from its
 // imported CMake target) and the intrinsics headers are system headers. The headers' lines are
@@ -9,6 +10,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <Eigen/Core>
 #if defined(__GNUC__) && !defined(__clang__)
