@@ -57,17 +57,7 @@ namespace ember::cpu {
 #if defined(__AVX512F__)
 namespace {
 
-using grid_detail::copy_rows;
-using grid_detail::dispatch_grid;
-using grid_detail::Grid;
-using grid_detail::grid_of;
-using grid_detail::kRows;
-using grid_detail::pad_planes;
-using grid_detail::round_up;
-using grid_detail::round_up_16;
-using grid_detail::rows_per_task;
-using grid_detail::stride_fits;
-using grid_detail::thin_fits;
+using namespace grid_detail;  // the layout and tiles of the grid (conv_grid_layout_avx512.h)
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // dst[j] = a[j sw] | b[j sw] << 16 for j < width (as bit patterns; b null: 0): two channels'

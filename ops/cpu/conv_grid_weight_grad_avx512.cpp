@@ -38,17 +38,7 @@ namespace ember::cpu {
 #if defined(__AVX512F__)
 namespace {
 
-using grid_detail::copy_rows;
-using grid_detail::dispatch_grid;
-using grid_detail::Grid;
-using grid_detail::grid_of;
-using grid_detail::kRows;
-using grid_detail::pad_planes;
-using grid_detail::round_up;
-using grid_detail::round_up_16;
-using grid_detail::rows_per_task;
-using grid_detail::stride_fits;
-using grid_detail::thin_fits;
+using namespace grid_detail;  // the layout and tiles of the grid (conv_grid_layout_avx512.h)
 
 // Images laid out on the grid at a time, in bytes (they stay in L2 while every tile reads them).
 constexpr int64_t kGradChunkBytes = int64_t(1) << 20;
