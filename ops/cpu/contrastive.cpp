@@ -88,17 +88,12 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
   std::fill(rs, rs + B, 0.0);
   const T pm = T(pos_margin), nm = T(neg_margin), ps = T(pos_scale), ns = T(-neg_scale);
   auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* d, T* w) {
-    const int64_t width = c1 - c0;
     const int64_t* yc = y + c0;
-    const double* nc = n + c0;
     const int64_t self = i - c0, yi = y[i];  // self: the diagonal's column, when in this tile
-    const bool off_diagonal = self < 0 || self >= width;  // the pairs also count for the rows c0 + k
-    const double ni = n[i];
     const T pmi = pm, nmi = nm, psi = ps, nsi = ns;  // locals: not reloaded per pair
     // c_ij = slope scale / d_ij (contrastive_slope, distance_coefficient) in T for every pair
-    // (Note [Vectorised tile rows]); a far pair's goes to the GEMM's weights, a near one's
-    // (is_near_pair, tested in T as in distance_tile) is added from the differences below.
-    // Every operand computed, & rather than &&: a branch-free loop body (Note [Vectorised tile rows]).
+    // (Note [Vectorised tile rows]). Every operand computed, & rather than &&: a branch-free
+    // loop body.
     auto coefficient = [=](int64_t k) {
       const bool positive = yc[k] == yi;
       const T dk = d[k];
@@ -106,34 +101,10 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
       const bool active = (k != self) & (dk > T(0)) & ((positive & above) | (!positive & below));
       return (active ? (positive ? psi : nsi) : T(0)) / (active ? dk : T(1));  // a division used as is
     };
-    auto is_near = [=](int64_t k, T c) {
-      const T threshold = near_pair_bound<T>(ni, nc[k]);
-      return (c != T(0)) & (d[k] * d[k] <= threshold);
-    };
-    int64_t near = 0;
-    for (int64_t k = 0; k < width; ++k) {
-      const T c = coefficient(k);
-      const bool close = is_near(k, c);
-      near += close ? 1 : 0;
-      w[k] = close ? T(0) : -c;
-    }
-    rs[i] -= lane_sum(width, [&](int64_t k) { return w[k]; });
-    if (off_diagonal)
-      for (int64_t k = 0; k < width; ++k) rs[c0 + k] -= double(w[k]);
-    if (near > 0)
-      for (int64_t k = 0; k < width; ++k) {
-        const T c = coefficient(k);
-        if (!is_near(k, c)) continue;
-        const int64_t j = c0 + k;
-        add_scaled_difference(dE + i * D, double(c), E + i * D, E + j * D, D);
-        if (off_diagonal) add_scaled_difference(dE + j * D, double(c), E + j * D, E + i * D, D);
-      }
+    split_distance_coefficients(i, c0, c1, d, n, E, D, coefficient, w, rs, dE);
   };
   accumulate_pair_gradient<T>(tiles, distances, e.dtype(), dE, row_weights);
-  parallel_for(0, B, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t d = 0; d < D; ++d) dE[i * D + d] = T(double(dE[i * D + d]) + rs[i] * double(E[i * D + d]));
-  });
+  add_row_sum_terms(E, B, D, rs, dE);
 }
 
 }  // namespace

@@ -34,10 +34,12 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "core/parallel.h"
 #include "ops/cpu/similarity_tiles.h"
+#include "ops/metric_rules.h"
 
 namespace ember::cpu {
 
@@ -170,7 +172,8 @@ void for_each_pair_tile(const PairTiles& tiles, const Tiles& tile_of, DType dtyp
 
 // The backward pass: dE = W E over the tiles of `tile_of`. row_weights(i, c0, c1, s, w) may also
 // update state of row i and, in an off-diagonal tile (i outside [c0, c1)), of the rows c0 + k:
-// the tile holds both blocks.
+// the tile holds both blocks. A row_weights that takes a sixth argument gets scratch there: 4 x
+// (c1 - c0) values of T of its own task.
 template <class T, class Tiles, class RowWeights>
 void accumulate_pair_gradient(const PairTiles& tiles, const Tiles& tile_of, DType dtype, T* dE,
                               RowWeights&& row_weights) {
@@ -182,12 +185,61 @@ void accumulate_pair_gradient(const PairTiles& tiles, const Tiles& tile_of, DTyp
     const T* S = tile_of(r0, r1, c0, c1, buf);
     for (int64_t i = r0; i < r1; ++i) {
       T* w = buf.weights + (i - r0) * width;
-      row_weights(i, c0, c1, S + (i - r0) * width, w);
+      if constexpr (std::is_invocable_v<RowWeights&, int64_t, int64_t, int64_t, const T*, T*, T*>)
+        row_weights(i, c0, c1, S + (i - r0) * width, w, buf.column_scratch);
+      else
+        row_weights(i, c0, c1, S + (i - r0) * width, w);
       if (i >= c0 && i < c1) w[i - c0] = T(0);
     }
     accumulate_weighted_rows(buf, summands, r0, r1, c0, c1, dE);  // dE_I += W_IJ E_J
     if (r0 != c0)                                                 // dE_J += W_IJ^T E_I
       gemm_summands(true, width, r1 - r0, T(1), buf.weights, width, summands, r0, T(1), dE + c0 * D);
+  });
+}
+
+// Row i's coefficients c_ij of (e_i - e_j) in de_i, j = c0 + k (coefficient(k) in T, branch-free),
+// split for a distance pass of accumulate_pair_gradient (Note [L2 distances] in
+// ops/metric_rules.h): a far pair's -c_ij goes to the GEMM's weights w[k] and its c_ij to
+// row_sums (row i's, and in an off-diagonal tile the column rows' too), for dE_i += (sum_j c_ij)
+// e_i at the end; a near one (is_near_pair, tested in T as in distance_tile) is added to dE from
+// the differences. d: the tile row's distances; norms: the rows' squared norms.
+template <class T, class Coefficient>
+void split_distance_coefficients(int64_t i, int64_t c0, int64_t c1, const T* d, const double* norms, const T* E,
+                                 int64_t D, Coefficient&& coefficient, T* w, double* row_sums, T* dE) {
+  const int64_t width = c1 - c0, self = i - c0;
+  const bool off_diagonal = self < 0 || self >= width;  // the pairs also count for the rows c0 + k
+  const double ni = norms[i];
+  const double* nc = norms + c0;
+  auto is_near = [=](int64_t k, T c) {
+    const T threshold = near_pair_bound<T>(ni, nc[k]);
+    return (c != T(0)) & (d[k] * d[k] <= threshold);
+  };
+  int64_t near = 0;
+  for (int64_t k = 0; k < width; ++k) {
+    const T c = coefficient(k);
+    const bool close = is_near(k, c);
+    near += close ? 1 : 0;
+    w[k] = close ? T(0) : -c;
+  }
+  row_sums[i] -= lane_sum(width, [&](int64_t k) { return w[k]; });
+  if (off_diagonal)
+    for (int64_t k = 0; k < width; ++k) row_sums[c0 + k] -= double(w[k]);
+  if (near > 0)
+    for (int64_t k = 0; k < width; ++k) {
+      const T c = coefficient(k);
+      if (!is_near(k, c)) continue;
+      const int64_t j = c0 + k;
+      add_scaled_difference(dE + i * D, double(c), E + i * D, E + j * D, D);
+      if (off_diagonal) add_scaled_difference(dE + j * D, double(c), E + j * D, E + i * D, D);
+    }
+}
+
+// dE_i += row_sums[i] e_i for every row (after a distance pass of split_distance_coefficients).
+template <class T>
+void add_row_sum_terms(const T* E, int64_t B, int64_t D, const double* row_sums, T* dE) {
+  parallel_for(0, B, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t d = 0; d < D; ++d) dE[i * D + d] = T(double(dE[i * D + d]) + row_sums[i] * double(E[i * D + d]));
   });
 }
 

@@ -343,10 +343,11 @@ void distance_tile(const T* A, const TileColumns<T>& columns, const double* na, 
       near += is_near ? 1 : 0;
       o[k] = is_near ? T(-1) : root;
     }
-    // Most rows' one near pair is the diagonal (A == B): fix it without scanning the row.
+    // Most rows' one near pair is the diagonal (A == B): fix it without scanning the row. Its
+    // d^2 passed the near test, so it is not NaN and the row is finite: |a_i - a_i| is 0.
     const int64_t diagonal = i - c0;
     if (near == 1 && A == B && diagonal >= 0 && diagonal < c1 - c0 && o[diagonal] < T(0))
-      o[diagonal] = T(row_distance(A, B, D, i, i));
+      o[diagonal] = T(0);
     else if (near > 0)
       for (int64_t k = 0; k < c1 - c0; ++k)
         if (o[k] < T(0)) o[k] = T(row_distance(A, B, D, i, c0 + k));

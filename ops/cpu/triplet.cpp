@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/triplet_tiled.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
@@ -381,6 +382,7 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
 
 void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
                      const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
+  if (triplets_fit_tiles(labels)) return triplet_forward_tiled(tiles, e, labels, margin, poison, loss, triplets);
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     forward_typed<T>(tiles, e, labels, margin, poison, loss, triplets);
   });
@@ -388,6 +390,7 @@ void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labe
 
 void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
                       double margin, const Tensor& triplets, const Tensor& de) {
+  if (triplets_fit_tiles(labels)) return triplet_backward_tiled(tiles, grad, e, labels, margin, triplets, de);
   dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
     backward_typed<T>(tiles, grad, e, labels, margin, triplets, de);
   });
