@@ -1,5 +1,6 @@
 #include "losses/triplet.h"
 
+#include "autograd/graph.h"
 #include "losses/metric_common.h"
 #include "ops/autocast.h"
 #include "ops/reduced_precision.h"
@@ -47,13 +48,13 @@ Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, Tripl
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   const Tensor triplets = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
-  triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, in.poison, loss, triplets);
-  const Tensor& y = in.labels;  // what the node keeps (not in.e: the node saves it)
-  const PairTiles& tiles = in.tiles;
-  return record_pair_loss(kOp, in, loss, [=, m = options.margin](const Tensor& grad, const Tensor& e) {
-    Tensor de = Tensor::empty(e.shape(), e.options());
-    triplet_backward_kernel(e.device(), tiles, grad, e, y, m, triplets, de);
-    return de;
+  // The forward computes the gradient of the terms' sum when one will be wanted (Note [Gradient
+  // in the forward] in ops/cpu/triplet_tiled.cpp); the backward scales it by grad / triplets.
+  const Tensor term_grad = autograd::needs_grad(in.e) ? Tensor::empty(in.e.shape(), in.e.options()) : Tensor();
+  triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, in.poison, loss, triplets,
+                         term_grad);
+  return record_pair_loss(kOp, in, loss, [=](const Tensor& grad, const Tensor&) {
+    return mul(term_grad, div(grad, maximum(triplets.to(grad.dtype()), 1.0)));  // G is 0 without triplets
   });
 }
 

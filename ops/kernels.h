@@ -299,15 +299,13 @@ void supcon_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e
 //
 // Triplet margin over every triplet (a, p, n), p a positive and n a negative of a (L2 distances)
 // -> loss (0-d, e's dtype): the mean of the terms relu(d_ap - d_an + margin) > 0, poison when none;
-// triplets (0-d f64): their number. The triplets are never listed: per anchor, its negatives'
-// distances are sorted (CPU) or scanned (CUDA) for each positive's threshold d_ap + margin.
+// triplets (0-d f64): their number; term_grad, unless undefined: (B, D) of e's dtype, the
+// gradient of the sum of those terms, 0 when none (Note [Gradient in the forward] in
+// ops/cpu/triplet_tiled.cpp: d loss / de is grad / triplets of it). The triplets are never
+// listed: per anchor its positives' thresholds d_ap + margin meet its negatives' distances, in
+// symmetric tiles (CPU, small classes), sorted (CPU, others) or scanned (CUDA).
 void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
-                     const Tensor& poison, const Tensor& loss, const Tensor& triplets);
-// grad (0-d), e, labels, triplets as above -> de (B, D) = grad * dloss/de. Anchors are swept in
-// blocks of tiles.rows: a block's coefficients (rows, B) go to its anchors' rows and to every
-// other row, so nothing is held beyond rows x B.
-void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
-                      double margin, const Tensor& triplets, const Tensor& de);
+                     const Tensor& poison, const Tensor& loss, const Tensor& triplets, const Tensor& term_grad);
 // Given triplets: anchors, positives, negatives (T) i64 in [0, B) -> dists (T, 2) f64 [d_ap, d_an],
 // loss (0-d, e's dtype) and triplets (0-d f64) as above, over these T triplets.
 void triplet_mined_forward(const Tensor& e, const Tensor& anchors, const Tensor& positives, const Tensor& negatives,
@@ -398,7 +396,6 @@ EMBER_DEVICE_KERNEL(proxy_anchor_backward);
 EMBER_DEVICE_KERNEL(supcon_forward);
 EMBER_DEVICE_KERNEL(supcon_backward);
 EMBER_DEVICE_KERNEL(triplet_forward);
-EMBER_DEVICE_KERNEL(triplet_backward);
 EMBER_DEVICE_KERNEL(triplet_mined_forward);
 EMBER_DEVICE_KERNEL(triplet_mined_backward);
 EMBER_DEVICE_KERNEL(scale_add_relu_forward);

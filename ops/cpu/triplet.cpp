@@ -1,19 +1,21 @@
 // Triplet margin loss and batch-hard mining on the CPU (contract in ops/kernels.h, rules in
 // ops/metric_rules.h, Note [L2 distances] there).
 //
-// Every triplet, never listed: anchor a's terms are relu(t_p - d_an) over its positives p and
-// negatives n, t_p = d_ap + margin. A positive's share is m = #{n : d_an < t_p} and
-// sum = m t_p - (sum of those d_an): with few positives by a vectorised pass over a's negatives
-// per positive, with many by a binary search in a's sorted, prefix-summed negatives
-// (AnchorTriplets, Note [Few positives]).
+// Every triplet, never listed. A batch of small classes takes the tiles of
+// ops/cpu/triplet_tiled.cpp; this file keeps the path for any batch, whole rows of distances per
+// anchor: anchor a's terms are relu(t_p - d_an) over its positives p and negatives n,
+// t_p = d_ap + margin. A positive's share is m = #{n : d_an < t_p} and sum = m t_p - (sum of
+// those d_an): with few positives by a vectorised pass over a's negatives per positive, with many
+// by a binary search in a's sorted, prefix-summed negatives (AnchorTriplets, Note [Few positives]).
 //   forward   per row block, the rows x B distances in column tiles, then per anchor its counts:
 //             O(B^2 (D + min(P, log B))) time, O(rows x B) memory.
-//   backward  d loss / d d_aj through anchor a's terms: #{n : d_an < t_j} / T for a positive j,
-//             -#{p : t_p > d_aj} / T for a negative j (T = the triplets > 0), counted the same
-//             way. A pair's coefficient reaches both rows, so anchors are swept in blocks of
-//             tiles.rows: the block's coefficients C (rows, B) give de[block] += rowsum e - C E
-//             and de += colsum e - C^T E[block] with two GEMMs; the blocks run in order, so the
-//             sums do too (near pairs from their differences, serially after the GEMMs).
+//   G         when asked, d(sum of terms) / d d_aj through anchor a's terms (Note [Gradient in
+//             the forward] in ops/cpu/triplet_tiled.cpp): #{n : d_an < t_j} for a positive j,
+//             -#{p : t_p > d_aj} for a negative j, counted the same way. A pair's coefficient
+//             reaches both rows, so anchors are swept in blocks of tiles.rows: the block's
+//             coefficients C (rows, B) give G[block] += rowsum e - C E and G += colsum e -
+//             C^T E[block] with two GEMMs; the blocks run in order, so the sums do too (near pairs
+//             from their differences, serially after the GEMMs).
 // Given triplets: exact distances per triplet; the backward gathers each row's triplets through
 // a CSR index (rows -> the triplets that name them), so every row is written by one task.
 #include <algorithm>
@@ -191,15 +193,15 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels
   triplets.data<double>()[0] = count;
 }
 
+// de = d(sum of the terms > 0) / de (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp).
 template <class T>
-void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels, double margin,
-                    const Tensor& triplets, const Tensor& de) {
+void term_gradient_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                         const Tensor& triplets, const Tensor& de) {
   const int64_t B = e.size(0), D = e.size(1);
   T* dE = de.data<T>();
   std::fill(dE, dE + B * D, T(0));
   const double count = triplets.data<double>()[0];
   if (count == 0) return;
-  const double scale = double(grad.data<T>()[0]) / count;
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
   const Tensor norms = Tensor::empty({B}, kF64);
@@ -230,19 +232,17 @@ void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e,
         l.build(d, y, B, a, margin, /*with_negative_counts=*/true);
         T* g = scratch.weights.data<T>();  // counts: exact in T
         l.expand_weights(y, B, a, g);
-        // Note [Vectorised coefficients]: distance_coefficient(scale g_j, d_aj) in T and the near
-        // test (near_pair_bound) as selects, the division always run (by 1 where d <= 0 or NaN).
-        // This was a scalar loop with two branches per pair, and with the division in double GCC
-        // 12 still kept it scalar; in f32 the coefficient is now rounded twice (scale, then the
-        // quotient) instead of once. A near pair whose coefficient is 0 adds nothing either way,
-        // so only the nonzero ones are counted.
-        const T scale_t = T(scale);
+        // Note [Vectorised coefficients]: distance_coefficient(g_j, d_aj) in T and the near test
+        // (near_pair_bound) as selects, the division always run (by 1 where d <= 0 or NaN). This
+        // was a scalar loop with two branches per pair, and with the division in double GCC 12
+        // still kept it scalar. A near pair whose coefficient is 0 adds nothing either way, so
+        // only the nonzero ones are counted.
         const double na = n[a];
         int64_t near_pairs = 0;
         for (int64_t j = 0; j < B; ++j) {
           const T dj = d[j];
           const bool positive = dj > T(0);
-          const T q = scale_t * g[j] / (positive ? dj : T(1));
+          const T q = g[j] / (positive ? dj : T(1));
           const T c = positive ? q : T(0);
           const bool is_near = dj * dj <= near_pair_bound<T>(na, n[j]);
           c_row[j] = is_near ? T(0) : c;
@@ -381,18 +381,11 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
 }  // namespace
 
 void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
-                     const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
-  if (triplets_fit_tiles(labels)) return triplet_forward_tiled(tiles, e, labels, margin, poison, loss, triplets);
+                     const Tensor& poison, const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
+  if (triplets_fit_tiles(labels)) return triplet_tiled(tiles, e, labels, margin, poison, loss, triplets, term_grad);
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     forward_typed<T>(tiles, e, labels, margin, poison, loss, triplets);
-  });
-}
-
-void triplet_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
-                      double margin, const Tensor& triplets, const Tensor& de) {
-  if (triplets_fit_tiles(labels)) return triplet_backward_tiled(tiles, grad, e, labels, margin, triplets, de);
-  dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
-    backward_typed<T>(tiles, grad, e, labels, margin, triplets, de);
+    if (term_grad.defined()) term_gradient_typed<T>(tiles, e, labels, margin, triplets, term_grad);
   });
 }
 

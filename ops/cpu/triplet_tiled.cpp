@@ -97,108 +97,114 @@ void mask_own_label(const T* d, const int64_t* yc, int64_t yi, int64_t width, T*
   for (int64_t k = 0; k < width; ++k) masked[k] = yc[k] != yi ? d[k] : inf;
 }
 
+// Note [Gradient in the forward]: the loss is (sum of the terms > 0) / T, so d loss / de is
+// grad / T times G = d(sum of terms) / de, and G depends on nothing that the backward brings.
+// The pass that finds the terms has every distance and threshold G needs at hand, so when a
+// gradient will be wanted (the caller passes term_grad) it accumulates G in the same tiles, and
+// the backward only scales it: the distances are streamed once per step instead of twice. When
+// no gradient is wanted (no grad mode, or rows that do not require it) nothing of G is computed.
+// G costs a (B, D) tensor from the forward to the backward, the size of the gradient itself.
 template <class T>
-void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
-                   const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
+void tiled_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
+                 const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
   const int64_t B = e.size(0), D = e.size(1);
-  const T* E = e.data<T>();
-  const int64_t* y = labels.data<int64_t>();
-  const PositiveSlots<T> slots(E, B, D, y, margin, e.dtype());
-  const Tensor rows = Tensor::empty({B, 2}, {.dtype = DType::f64});  // per anchor [sum of terms, terms > 0]
-  double* row = rows.data<double>();
-  std::fill(row, row + 2 * B, 0.0);
-  auto fold = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, const T* dist, T* scratch) {
-    const int64_t width = c1 - c0;
-    T* masked = scratch;
-    T* terms = scratch + width;  // per column: the sum of its terms t_is - d_in > 0 over the slots
-    T* counted = terms + width;  // and their number
-    for (int64_t i = r0; i < r1; ++i) {
-      mask_own_label(dist + (i - r0) * width, y + c0, y[i], width, masked);
-      std::fill(terms, terms + 2 * width, T(0));
-      for (int64_t s = 0; s < slots.count(i); ++s) {  // selects in T (Note [Vectorised tile rows])
-        const T t = slots.thresholds(s)[i];
-        for (int64_t k = 0; k < width; ++k) {
-          const bool on = masked[k] < t;
-          terms[k] += on ? t - masked[k] : T(0), counted[k] += on ? T(1) : T(0);
-        }
-      }
-      row[2 * i] += lane_sum(width, [&](int64_t k) { return terms[k]; });
-      row[2 * i + 1] += lane_sum(width, [&](int64_t k) { return counted[k]; });
-    }
-  };
-  for_each_pair_tile<T>(tiles, DistanceTiles<T>(E, B, D, tiles.rows), e.dtype(), fold);
-
-  double total = 0, count = 0;
-  for (int64_t a = 0; a < B; ++a) total += row[2 * a], count += row[2 * a + 1];
-  loss.data<T>()[0] = T(nonfinite_part(total, count, poison.data<T>()[0]));  // Note [Non-finite embeddings]
-  triplets.data<double>()[0] = count;
-}
-
-template <class T>
-void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels, double margin,
-                    const Tensor& triplets, const Tensor& de) {
-  const int64_t B = e.size(0), D = e.size(1);
-  T* dE = de.data<T>();
-  std::fill(dE, dE + B * D, T(0));
-  const double count = triplets.data<double>()[0];
-  if (count == 0) return;
-  const double scale = double(grad.data<T>()[0]) / count;
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
   const PositiveSlots<T> slots(E, B, D, y, margin, e.dtype());
   const DistanceTiles<T> distances(E, B, D, tiles.rows);
   const double* n = distances.norms.template data<double>();
-  // m_is by slot (counts, exact in T), and per row the sum of its far pairs' coefficients.
+  // Per row: its terms as an anchor from tile rows and from tile columns, and the sum of its far
+  // pairs' coefficients; per slot: m_is (counts, exact in T).
+  const Tensor sums = Tensor::empty({3 * B}, {.dtype = DType::f64});
   const Tensor active = Tensor::empty({slots.slots() * B}, {.dtype = e.dtype()});
-  const Tensor row_sums = Tensor::empty({B}, {.dtype = DType::f64});
+  double* row_terms = sums.data<double>();
+  double* column_terms = row_terms + B;
+  double* rs = column_terms + B;
   T* m = active.data<T>();
-  double* rs = row_sums.data<double>();
+  std::fill(row_terms, row_terms + 3 * B, 0.0);
   std::fill(m, m + slots.slots() * B, T(0));
-  std::fill(rs, rs + B, 0.0);
-  const T scale_t = T(scale);
-  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, const T* d, T* w, T* scratch) {
+  const bool with_gradient = term_grad.defined();
+
+  // Tile row (i, [c0, c1)): the terms and counts of anchor i's triplets through its pairs and, in
+  // an off-diagonal tile, of the column rows' (anchors of the other block); returns k_ij, the
+  // triplets through each pair, both anchors', when with_gradient. scratch: 4 (c1 - c0) of T.
+  auto count_row = [&](int64_t i, int64_t c0, int64_t c1, const T* d, T* scratch) {
     const int64_t width = c1 - c0;
-    const bool off_diagonal = i < c0 || i >= c1;  // the tile's columns are anchors of their own block
+    const bool off_diagonal = i < c0 || i >= c1;
     T* masked = scratch;
-    T* through = scratch + width;  // k_ij: the triplets through the pair (i, c0 + k)
+    T* through = scratch + width;
+    T* row_term = through + width;  // per column: anchor i's terms t_is - d_ij > 0 over its slots
+    T* column_term = row_term + width;  // and anchor j's, t_js - d_ij
     mask_own_label(d, y + c0, y[i], width, masked);
-    std::fill(through, through + width, T(0));
-    for (int64_t s = 0; s < slots.count(i); ++s) {  // anchor i's triplets
+    std::fill(through, through + 3 * width, T(0));
+    for (int64_t s = 0; s < slots.count(i); ++s) {  // selects in T (Note [Vectorised tile rows])
       const T t = slots.thresholds(s)[i];
       int64_t below = 0;
       for (int64_t k = 0; k < width; ++k) {
         const bool on = masked[k] < t;
-        through[k] += on ? T(1) : T(0), below += on ? 1 : 0;
+        row_term[k] += on ? t - masked[k] : T(0), through[k] += on ? T(1) : T(0), below += on ? 1 : 0;
       }
       m[s * B + i] += T(below);
     }
-    for (int64_t s = 0; s < slots.slots(); ++s) {  // anchor c0 + k's triplets
-      const T* t = slots.thresholds(s) + c0;
-      T* mc = m + s * B + c0;
-      if (off_diagonal) {
+    row_terms[i] += lane_sum(width, [&](int64_t k) { return row_term[k]; });
+    if (off_diagonal) {
+      for (int64_t s = 0; s < slots.slots(); ++s) {
+        const T* t = slots.thresholds(s) + c0;
+        T* mc = m + s * B + c0;
         for (int64_t k = 0; k < width; ++k) {
-          const T on = masked[k] < t[k] ? T(1) : T(0);
-          through[k] += on, mc[k] += on;
+          const bool on = masked[k] < t[k];
+          column_term[k] += on ? t[k] - masked[k] : T(0), through[k] += on ? T(1) : T(0), mc[k] += on ? T(1) : T(0);
         }
-      } else {  // the diagonal tile counts the column rows' m as its rows
+      }
+      for (int64_t k = 0; k < width; ++k) column_terms[c0 + k] += double(column_term[k]);
+    } else if (with_gradient) {  // the diagonal tile's column rows count as its rows; k_ij needs both
+      for (int64_t s = 0; s < slots.slots(); ++s) {
+        const T* t = slots.thresholds(s) + c0;
         for (int64_t k = 0; k < width; ++k) through[k] += masked[k] < t[k] ? T(1) : T(0);
       }
     }
-    const T st = scale_t;  // a local: not reloaded per pair
-    auto coefficient = [=](int64_t k) {  // of (e_i - e_j) in de_i: -scale k_ij / d_ij, 0 at d = 0
-      const bool on = (through[k] > T(0)) & (d[k] > T(0));
-      return (on ? -st * through[k] : T(0)) / (on ? d[k] : T(1));
-    };
-    split_distance_coefficients(i, c0, c1, d, n, E, D, coefficient, w, rs, dE);
+    return static_cast<const T*>(through);
   };
-  accumulate_pair_gradient<T>(tiles, distances, e.dtype(), dE, row_weights);
 
+  T* dE = with_gradient ? term_grad.data<T>() : nullptr;
+  if (with_gradient) {
+    accumulate_pair_gradient<T>(tiles, distances, e.dtype(), dE,
+                                [&](int64_t i, int64_t c0, int64_t c1, const T* d, T* w, T* scratch) {
+                                  const T* through = count_row(i, c0, c1, d, scratch);
+                                  // of (e_i - e_j) in G_i: -k_ij / d_ij, 0 at d = 0
+                                  auto coefficient = [=](int64_t k) {
+                                    const bool on = (through[k] > T(0)) & (d[k] > T(0));
+                                    return (on ? -through[k] : T(0)) / (on ? d[k] : T(1));
+                                  };
+                                  split_distance_coefficients(i, c0, c1, d, n, E, D, coefficient, w, rs, dE);
+                                });
+  } else {
+    for_each_symmetric_tile<T>(B, tiles.rows, e.dtype(),
+                               [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, TileBuffers<T>& buf) {
+                                 const T* S = distances(r0, r1, c0, c1, buf);
+                                 for (int64_t i = r0; i < r1; ++i)
+                                   count_row(i, c0, c1, S + (i - r0) * (c1 - c0), buf.column_scratch);
+                               });
+  }
+
+  double total = 0, count = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    total += row_terms[i] + column_terms[i];
+    for (int64_t s = 0; s < slots.count(i); ++s) count += double(m[s * B + i]);
+  }
+  loss.data<T>()[0] = T(nonfinite_part(total, count, poison.data<T>()[0]));  // Note [Non-finite embeddings]
+  triplets.data<double>()[0] = count;
+  if (!with_gradient) return;
+  if (count == 0) {  // no term: G is 0 (the GEMM's 0 x a non-finite row would not be)
+    std::fill(dE, dE + B * D, T(0));
+    return;
+  }
   parallel_for(0, B, 16, [&](int64_t i0, int64_t i1) {  // the positive pairs, each row by its task
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t s = 0; s < slots.count(i); ++s) {
         const int64_t p = slots.positive(i, s);
         const double through = double(m[s * B + i]) + double(m[slots.slot_in(p, i) * B + p]);
-        add_scaled_difference(dE + i * D, distance_coefficient(scale * through, slots.distance(s, i)), E + i * D,
+        add_scaled_difference(dE + i * D, distance_coefficient(through, slots.distance(s, i)), E + i * D,
                               E + p * D, D);
       }
   });
@@ -214,17 +220,10 @@ bool triplets_fit_tiles(const Tensor& labels) {
   return true;
 }
 
-void triplet_forward_tiled(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
-                           const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
+void triplet_tiled(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
+                   const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, labels, margin, poison, loss, triplets);
-  });
-}
-
-void triplet_backward_tiled(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
-                            double margin, const Tensor& triplets, const Tensor& de) {
-  dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
-    backward_typed<T>(tiles, grad, e, labels, margin, triplets, de);
+    tiled_typed<T>(tiles, e, labels, margin, poison, loss, triplets, term_grad);
   });
 }
 

@@ -5,9 +5,10 @@
 //                        (blocks, B) scratch, then threads over its positives p, each scanning
 //                        the negatives for d_an < d_ap + margin: O(B^2) per anchor, no list;
 //   finish kernel        one block: the mean over the terms > 0, in a fixed order;
-//   backward             anchors in chunks of tiles.rows (scratch (rows, B), never B x B), three
-//                        launches per chunk, in stream order:
-//     coefficients       one block per chunk anchor a: c_aj = d loss/d d_aj / d_aj for every j;
+//   terms' gradient      when the forward is asked for it (Note [Gradient in the forward] in
+//                        ops/cpu/triplet_tiled.cpp): anchors in chunks of tiles.rows (scratch
+//                        (rows, B), never B x B), three launches per chunk, in stream order:
+//     coefficients       one block per chunk anchor a: c_aj = d(sum of terms)/d d_aj / d_aj;
 //     other side         one block per row i: de_i += sum over the chunk's a of c_ai (e_i - e_a)
 //                        (the first chunk zeroes de first);
 //     anchor side        one block per chunk anchor a: de_a += sum_j c_aj (e_a - e_j).
@@ -65,14 +66,15 @@ __global__ void triplet_finish_kernel(int64_t N, const double* __restrict__ rows
   }
 }
 
-// Chunk anchors a0 + b, b < rows -> dist, coef (rows, B): d_aj and c_aj = grad / triplets * g_aj / d_aj,
-// g_aj = #{n : d_an < d_aj + margin} for a positive j, -#{p : d_ap + margin > d_aj} for a negative.
+// Chunk anchors a0 + b, b < rows -> dist, coef (rows, B): d_aj and c_aj = g_aj / d_aj (0 without
+// triplets), g_aj = #{n : d_an < d_aj + margin} for a positive j, -#{p : d_ap + margin > d_aj} for a
+// negative: the coefficients of the terms' sum.
 template <class T>
 __global__ void triplet_coefficients_kernel(int64_t a0, int64_t rows, int64_t B, int64_t D, const T* __restrict__ E,
-                                            const int64_t* __restrict__ y, double margin, const T* __restrict__ grad,
+                                            const int64_t* __restrict__ y, double margin,
                                             const double* __restrict__ triplets, double* __restrict__ dist,
                                             double* __restrict__ coef) {
-  const double scale = triplets[0] > 0 ? double(grad[0]) / triplets[0] : 0;
+  const double scale = triplets[0] > 0 ? 1 : 0;
   for (int64_t b = blockIdx.x; b < rows; b += gridDim.x) {
     const int64_t a = a0 + b;
     double* d = dist + b * B;
@@ -186,8 +188,29 @@ __global__ void batch_hard_rows_kernel(int64_t B, int64_t D, const T* __restrict
 unsigned row_blocks(int64_t B) { return blocks_for(B, 1); }
 const TensorOptions f64_on(const Tensor& like) { return {.dtype = DType::f64, .device = like.device()}; }
 
-void triplet_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& labels, double margin,
-                          const Tensor& poison, const Tensor& loss, const Tensor& triplets) {
+// de (B, D) = d(sum of the terms > 0) / de, 0 without terms.
+void term_gradient(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                   const Tensor& triplets, const Tensor& de) {
+  dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
+    const int64_t B = e.size(0), D = e.size(1);
+    if (B == 0) return;
+    const int64_t R = std::min(B, tiles.rows);
+    const Tensor dist = Tensor::empty({R, B}, f64_on(e)), coef = Tensor::empty({R, B}, f64_on(e));
+    for (int64_t a0 = 0; a0 < B; a0 += R) {
+      const int64_t rows = std::min(R, B - a0);
+      launch<triplet_coefficients_kernel<T>>(row_blocks(rows), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
+                                             labels.data<int64_t>(), margin, triplets.data<double>(),
+                                             dist.data<double>(), coef.data<double>());
+      launch<triplet_other_side_kernel<T>>(row_blocks(B), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
+                                           coef.data<double>(), a0 == 0, de.data<T>());
+      launch<triplet_anchor_side_kernel<T>>(row_blocks(rows), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
+                                            coef.data<double>(), de.data<T>());
+    }
+  });
+}
+
+void triplet_forward_cuda(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
+                          const Tensor& poison, const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1);
     const Tensor rows = Tensor::empty({B, 2}, f64_on(e));
@@ -200,26 +223,7 @@ void triplet_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& label
     launch<triplet_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, rows.data<double>(), poison.data<T>(),
                                      loss.data<T>(), triplets.data<double>());
   });
-}
-
-void triplet_backward_cuda(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& labels,
-                           double margin, const Tensor& triplets, const Tensor& de) {
-  dispatch_float(e.dtype(), "triplet_margin_loss_backward", [&]<class T>(TypeTag<T>) {
-    const int64_t B = e.size(0), D = e.size(1);
-    if (B == 0) return;
-    const int64_t R = std::min(B, tiles.rows);
-    const Tensor dist = Tensor::empty({R, B}, f64_on(e)), coef = Tensor::empty({R, B}, f64_on(e));
-    for (int64_t a0 = 0; a0 < B; a0 += R) {
-      const int64_t rows = std::min(R, B - a0);
-      launch<triplet_coefficients_kernel<T>>(row_blocks(rows), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
-                                             labels.data<int64_t>(), margin, grad.data<T>(),
-                                             triplets.data<double>(), dist.data<double>(), coef.data<double>());
-      launch<triplet_other_side_kernel<T>>(row_blocks(B), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
-                                           coef.data<double>(), a0 == 0, de.data<T>());
-      launch<triplet_anchor_side_kernel<T>>(row_blocks(rows), kThreads, 0, Stream{}, a0, rows, B, D, e.data<T>(),
-                                            coef.data<double>(), de.data<T>());
-    }
-  });
+  if (term_grad.defined()) term_gradient(tiles, e, labels, margin, triplets, term_grad);
 }
 
 void triplet_mined_forward_cuda(const Tensor& e, const Tensor& anchors, const Tensor& positives,
@@ -264,7 +268,6 @@ void batch_hard_mine_cuda(const PairTiles&, const Tensor& e, const Tensor& label
 
 void bind_triplet_kernels() {
   ember::triplet_forward_kernel.set_cuda(&triplet_forward_cuda);
-  ember::triplet_backward_kernel.set_cuda(&triplet_backward_cuda);
   ember::triplet_mined_forward_kernel.set_cuda(&triplet_mined_forward_cuda);
   ember::triplet_mined_backward_kernel.set_cuda(&triplet_mined_backward_cuda);
   ember::batch_hard_mine_kernel.set_cuda(&batch_hard_mine_cuda);
