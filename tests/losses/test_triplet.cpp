@@ -139,6 +139,61 @@ TEST_CASE("triplet_margin_loss: anchors with many positives (the sorted path) eq
   }
 }
 
+TEST_CASE("triplet_margin_loss: both sides of the tiled path's bound equal their listed triplets",
+          "[losses][triplet]") {
+  // A class of 65 rows gives its rows 64 positives, the most the tiled path takes
+  // (kMaxTiledPositives in ops/cpu/triplet_tiled.h); 66 rows send the batch through whole rows.
+  // Classes of 4 and 3 rows beside them: rows with other numbers of positives in one batch.
+  for (int64_t big : {65, 66}) {
+    INFO("a class of " << big << " rows");
+    std::vector<int64_t> labels(size_t(big), 0);
+    for (int k = 0; k < 4; ++k) labels.push_back(1);
+    for (int k = 0; k < 3; ++k) labels.push_back(2);
+    const int64_t B = int64_t(labels.size());
+    const Tensor y = labels_of(labels);
+    const Tensor emb = f64_randn({B, 3}, 31);
+    std::vector<int64_t> a, p, n;
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < B; ++j)
+        for (int64_t k = 0; k < B; ++k)
+          if (j != i && labels[size_t(j)] == labels[size_t(i)] && labels[size_t(k)] != labels[size_t(i)])
+            a.push_back(i), p.push_back(j), n.push_back(k);
+    const Triplets listed = triplets_of(a, p, n);
+    for (double margin : {0.05, 0.6}) {
+      INFO("margin " << margin);
+      const auto all = all_loss_and_grad(emb, y, {.margin = margin});
+      const auto given = mined_loss_and_grad(emb, y, listed, {.margin = margin});
+      CHECK(all.loss.item() > 0);
+      test::check_close(all.loss, given.loss, 1e-12, 1e-14);
+      test::check_close(all.grad, given.grad, 1e-10, 1e-12);
+    }
+  }
+}
+
+TEST_CASE("triplet_margin_loss: without a gradient the loss is the same bits, and a retained graph repeats its "
+          "gradient", "[losses][triplet]") {
+  // The forward computes the terms' gradient only when one will be wanted (Note [Gradient in the
+  // forward] in ops/cpu/triplet_tiled.cpp); its backward scales it and must leave it for a second
+  // backward of a retained graph.
+  const Tensor y = labels_of({0, 1, 2, 0, 1, 2, 0, 3, 1, 2, 0, 1, 3});
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dtype));
+    const Tensor emb = f64_randn({13, 6}, 17).to(dtype);
+    Tensor x = emb.detach().requires_grad_();
+    const Tensor with_grad = triplet_margin_loss(x, y, {.margin = 0.3});
+    Tensor without;
+    {
+      autograd::NoGradGuard no_grad;
+      without = triplet_margin_loss(x, y, {.margin = 0.3});
+    }
+    CHECK(without.item() == with_grad.item());
+    with_grad.backward({}, /*retain_graph=*/true);
+    const Tensor first = x.grad().clone();
+    with_grad.backward();
+    test::check_close(x.grad(), mul(first, 2.0), 0, 0);
+  }
+}
+
 TEST_CASE("triplet_margin_loss: given triplets, PML's formula and f64 gradcheck", "[losses][triplet][gradcheck]") {
   const Tensor emb = f64_randn({6, 4}, 7);
   const Tensor y = labels_of({0, 0, 1, 1, 2, 0});
