@@ -6,24 +6,26 @@
 // computed first, from the rows' differences (PositiveSlots: slot s of row a is its s-th positive
 // in ascending order); then whether a triplet counts is one distance d_an against one threshold,
 // and the distances stream in the symmetric tiles of the other pair losses, each tile computed
-// once for the rows of both its blocks:
-//   forward   per row a and slot s: m_as = #{n : d_an < t_as} and the sum of those d_an, tile by
-//             tile, into the row's sum of terms m_as t_as - sum and its count m_as. The row's own
-//             label (its positives, itself) is masked to +inf, above every threshold.
-//   backward  a negative pair {i, j} carries k_ij = #{s : d_ij < t_is} + #{s : d_ij < t_js}
-//             triplets, anchor i's and anchor j's, so d loss / d d_ij = -scale k_ij: symmetric
-//             weights, one pass of tiles with one GEMM-worth of weighted sums. The same pass counts
-//             m_as again (a tile's rows for their own slots, an off-diagonal tile's columns for
-//             theirs, from the thresholds kept by slot); after it each positive pair {a, p} adds
-//             scale (m_a(p) + m_p(a)) / d_ap (e_a - e_p) from the differences.
-// Per forward + backward that is two GEMM-worths of B^2 D (half a GEMM of distances forward, half
-// again backward, one of weighted sums) where whole rows of distances per anchor block took four
-// (the distances twice, and two weighted sums whose pairs could not be folded), and per pair a
-// compare per threshold in T, vectorised over the tile row. Each row's tiles come in a fixed
-// order (Note [Symmetric tile rounds]) and the counts are integers, so the results do not depend
-// on the thread count. The thresholds cost slots x B values three times over, hence the bound
-// kMaxTiledPositives; and the per-pair work grows with the slots, where sorting a row's negatives
-// (ops/cpu/triplet.cpp, Note [Few positives]) stops growing.
+// once for the rows of both its blocks (Note [Symmetric tile rounds]). Per tile row (i, j):
+//   terms     for each slot s of row i, t_is - d_ij where d_ij < t_is, and m_is += their number;
+//             in an off-diagonal tile the same for the column row j's slots (anchor j). The row's
+//             own label (its positives, itself) is masked to +inf, above every threshold.
+//   gradient  (when wanted: Note [Gradient in the forward]) a negative pair {i, j} carries
+//             k_ij = #{s : d_ij < t_is} + #{s : d_ij < t_js} triplets, anchor i's and anchor
+//             j's, so d(sum of terms) / d d_ij = -k_ij: symmetric weights, one GEMM-worth of
+//             weighted sums over the pass. After it each positive pair {a, p} adds
+//             (m_a(p) + m_p(a)) / d_ap (e_a - e_p) from the differences.
+// Per forward + backward that is one and a half GEMM-worths of B^2 D (half a GEMM of distances,
+// one of weighted sums) where whole rows of distances per anchor block took four (the distances
+// twice, and two weighted sums whose pairs could not be folded), and per pair a compare per
+// threshold in T, vectorised over the tile row. Each row's tiles come in a fixed order and the
+// counts are integers, so the results do not depend on the thread count. The thresholds cost
+// slots x B values three times over, hence the bound kMaxTiledPositives; and the per-pair work
+// grows with the slots, where sorting a row's negatives (ops/cpu/triplet.cpp, Note [Few
+// positives]) stops growing. Measured at B 512, D 128, 4 per class (lossprobe, 2 threads, ms per
+// forward + backward): whole rows 2.2, tiles with the gradient in the backward 1.18-1.38, in
+// the forward 0.82-1.06; `ember bench losses` 1.67 -> 1.16 -> 0.85.
+
 #include "ops/cpu/triplet_tiled.h"
 
 #include <algorithm>
