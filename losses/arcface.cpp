@@ -24,19 +24,15 @@ Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor
   const PairTiles tiles = pair_tiles();
   const Tensor stats = Tensor::empty({e.size(0)}, {.dtype = DType::f64, .device = e.device()});
   Tensor loss = Tensor::empty({}, e.options());
-  arcface_forward_kernel(e.device(), tiles, e, w, y, margin, options.scale, stats, loss);
-  if (autograd::needs_grad({e, w}))
-    autograd::record(kOp, {e, w}, loss,
-                     [es = autograd::save(e), ws = autograd::save(w), y, stats, tiles, margin,
-                      scale = options.scale](const Tensor& grad) -> autograd::TensorList {
-                       const Tensor& e = es.get("arcface_loss");
-                       const Tensor& w = ws.get("arcface_loss");
-                       Tensor de = Tensor::empty(e.shape(), e.options());
-                       Tensor dw = Tensor::empty(w.shape(), w.options());
-                       arcface_backward_kernel(e.device(), tiles, grad.contiguous(), e, w, y, margin, scale, stats,
-                                               de, dw);
-                       return {de, dw};
-                     });
+  // The forward computes the gradient when one will be wanted (Note [Gradient in the forward]).
+  const bool wants_grad = autograd::needs_grad({e, w});
+  Tensor de = wants_grad ? Tensor::empty(e.shape(), e.options()) : Tensor();
+  Tensor dw = wants_grad ? Tensor::empty(w.shape(), w.options()) : Tensor();
+  arcface_forward_kernel(e.device(), tiles, e, w, y, margin, options.scale, stats, loss, de, dw);
+  if (wants_grad)
+    autograd::record(kOp, {e, w}, loss, [de, dw](const Tensor& grad) mutable -> autograd::TensorList {
+      return {scaled_forward_gradient(de, grad), scaled_forward_gradient(dw, grad)};
+    });
   return loss;
 }
 

@@ -80,4 +80,12 @@ Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, P
   return loss;
 }
 
+Tensor scaled_forward_gradient(Tensor& G, const Tensor& grad) {
+  if (!grad.device().is_cpu() || autograd::retaining_graph()) return mul(G, grad);
+  Tensor scaled = std::move(G);
+  G = Tensor();
+  scaled.mul_(grad.item());
+  return scaled;
+}
+
 }  // namespace ember

@@ -24,19 +24,16 @@ Tensor proxy_anchor_loss(const Tensor& embeddings, const Tensor& labels, const T
   const Tensor stats = Tensor::empty({p.size(0), 2}, f64);
   const Tensor present = Tensor::empty({}, f64);
   Tensor loss = Tensor::empty({}, e.options());
-  proxy_anchor_forward_kernel(e.device(), tiles, e, p, y, options.margin, options.alpha, stats, present, loss);
-  if (autograd::needs_grad({e, p}))
-    autograd::record(kOp, {e, p}, loss,
-                     [es = autograd::save(e), ps = autograd::save(p), y, stats, present, tiles, o = options](
-                         const Tensor& grad) -> autograd::TensorList {
-                       const Tensor& e = es.get("proxy_anchor_loss");
-                       const Tensor& p = ps.get("proxy_anchor_loss");
-                       Tensor de = Tensor::empty(e.shape(), e.options());
-                       Tensor dp = Tensor::empty(p.shape(), p.options());
-                       proxy_anchor_backward_kernel(e.device(), tiles, grad.contiguous(), e, p, y, o.margin, o.alpha,
-                                                    stats, present, de, dp);
-                       return {de, dp};
-                     });
+  // The forward computes the gradient when one will be wanted (Note [Gradient in the forward]).
+  const bool wants_grad = autograd::needs_grad({e, p});
+  Tensor de = wants_grad ? Tensor::empty(e.shape(), e.options()) : Tensor();
+  Tensor dp = wants_grad ? Tensor::empty(p.shape(), p.options()) : Tensor();
+  proxy_anchor_forward_kernel(e.device(), tiles, e, p, y, options.margin, options.alpha, stats, present, loss, de,
+                              dp);
+  if (wants_grad)
+    autograd::record(kOp, {e, p}, loss, [de, dp](const Tensor& grad) mutable -> autograd::TensorList {
+      return {scaled_forward_gradient(de, grad), scaled_forward_gradient(dp, grad)};
+    });
   return loss;
 }
 

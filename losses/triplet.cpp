@@ -50,11 +50,12 @@ Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, Tripl
   Tensor loss = Tensor::empty({}, in.e.options());
   // The forward computes the gradient of the terms' sum when one will be wanted (Note [Gradient
   // in the forward] in ops/cpu/triplet_tiled.cpp); the backward scales it by grad / triplets.
-  const Tensor term_grad = autograd::needs_grad(in.e) ? Tensor::empty(in.e.shape(), in.e.options()) : Tensor();
+  Tensor term_grad = autograd::needs_grad(in.e) ? Tensor::empty(in.e.shape(), in.e.options()) : Tensor();
   triplet_forward_kernel(in.e.device(), in.tiles, in.e, in.labels, options.margin, in.poison, loss, triplets,
                          term_grad);
-  return record_pair_loss(kOp, in, loss, [=](const Tensor& grad, const Tensor&) {
-    return mul(term_grad, div(grad, maximum(triplets.to(grad.dtype()), 1.0)));  // G is 0 without triplets
+  return record_pair_loss(kOp, in, loss, [=](const Tensor& grad, const Tensor&) mutable {
+    // d loss / de = grad / triplets G; G is 0 without triplets.
+    return scaled_forward_gradient(term_grad, div(grad, maximum(triplets.to(grad.dtype()), 1.0)));
   });
 }
 

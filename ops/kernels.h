@@ -230,14 +230,12 @@ void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& 
 // ArcFace -> w: (C, D) contiguous L2-normalised class weights (PML's W (D, C) columns, as rows),
 // e's dtype; margin in radians. Logits x_ic = arcface_logit(c == y_i, e_i . w_c, margin, scale);
 // stats (B) f64: lse_i = log sum_c exp(x_ic); loss (0-d, e's dtype): the mean over rows of
-// lse_i - x_iy_i (0 for B = 0). The B x C cosines are streamed in tiles of `tiles`. A label
-// outside [0, C) is an Error naming it.
+// lse_i - x_iy_i (0 for B = 0); de (B, D), dw (C, D), both undefined or both defined: the
+// loss's gradient at grad 1 (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp). The
+// B x C cosines are never held whole (CPU: blocks of whole rows or tiles, `tiles` bounding both).
+// A label outside [0, C) is an Error naming it.
 void arcface_forward(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
-                     double scale, const Tensor& stats, const Tensor& loss);
-// grad (0-d, e's dtype), e, w, labels, stats as above -> de (B, D), dw (C, D) = grad * dloss/d(e, w).
-void arcface_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& w,
-                      const Tensor& labels, double margin, double scale, const Tensor& stats, const Tensor& de,
-                      const Tensor& dw);
+                     double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw);
 //
 // Multi-Similarity (MultiSimilarityParams: alpha, beta, base) -> stats (B, 2) f64: per row i
 // [lp_i, ln_i], the log(1 + sum exp) over its positives and its negatives (ops/metric_rules.h);
@@ -276,13 +274,11 @@ void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e
 // ProxyAnchor -> p: (C, D) contiguous L2-normalised proxies, e's dtype; s_ic = e_i . p_c.
 // stats (C, 2) f64: per class [pos_c, neg_c] (metric_rules.h); present (0-d f64): the classes with
 // a member in the batch; loss (0-d, e's dtype) = sum pos_c / present + sum neg_c / C (0 when
-// present is 0). A label outside [0, C) is an Error naming it.
+// present is 0); de (B, D), dp (C, D), both undefined or both defined: the loss's gradient at
+// grad 1, as for ArcFace. A label outside [0, C) is an Error naming it.
 void proxy_anchor_forward(const PairTiles& tiles, const Tensor& e, const Tensor& p, const Tensor& labels,
-                          double margin, double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss);
-// grad (0-d, e's dtype), e, p, labels, stats, present as above -> de (B, D), dp (C, D).
-void proxy_anchor_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& p,
-                           const Tensor& labels, double margin, double alpha, const Tensor& stats,
-                           const Tensor& present, const Tensor& de, const Tensor& dp);
+                          double margin, double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss,
+                          const Tensor& de, const Tensor& dp);
 //
 // SupCon -> stats (B, 3) f64: per anchor i [lse_i, P_i, loss_i], lse_i = log sum over every
 // j != i of exp(s_ij / t), P_i its positives, loss_i = supcon_anchor_loss (ops/metric_rules.h);
@@ -383,7 +379,6 @@ EMBER_DEVICE_KERNEL(linear_forward);
 EMBER_DEVICE_KERNEL(normalize_rows_forward);
 EMBER_DEVICE_KERNEL(normalize_rows_backward);
 EMBER_DEVICE_KERNEL(arcface_forward);
-EMBER_DEVICE_KERNEL(arcface_backward);
 EMBER_DEVICE_KERNEL(batch_hard_mine);
 EMBER_DEVICE_KERNEL(contrastive_forward);
 EMBER_DEVICE_KERNEL(contrastive_backward);
@@ -392,7 +387,6 @@ EMBER_DEVICE_KERNEL(multi_similarity_backward);
 EMBER_DEVICE_KERNEL(ntxent_forward);
 EMBER_DEVICE_KERNEL(ntxent_backward);
 EMBER_DEVICE_KERNEL(proxy_anchor_forward);
-EMBER_DEVICE_KERNEL(proxy_anchor_backward);
 EMBER_DEVICE_KERNEL(supcon_forward);
 EMBER_DEVICE_KERNEL(supcon_backward);
 EMBER_DEVICE_KERNEL(triplet_forward);

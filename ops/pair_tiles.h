@@ -20,9 +20,13 @@ namespace ember {
 struct PairTiles {
   int64_t rows = 128;  // rows of a tile (one task's rows on the CPU; both sides of a symmetric tile)
   int64_t cols = 288;  // columns of a tile (a multiple of the f32 GEMM's 48: Note [Prepacked rows])
+  // The values of S in a block of whole rows of a class loss on the CPU (Note [Whole rows of cross
+  // similarities] in ops/cpu/whole_cross_rows.h: 128 KiB in f32, rows of up to 1,024 values); 0:
+  // always tiles of rows x cols.
+  int64_t whole_rows = 32 * 1024;
 };
 
 PairTiles pair_tiles();
-void set_pair_tiles(PairTiles tiles);  // each >= 1 (an Error otherwise)
+void set_pair_tiles(PairTiles tiles);  // rows, cols >= 1 and whole_rows >= 0 (an Error otherwise)
 
 }  // namespace ember

@@ -1,102 +1,132 @@
-// ArcFace on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed over
-// the B x C cosines (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
-//   forward   each task owns a block of rows and folds tiles of e w^T into a per-row online
-//             log-sum-exp of the logits, the plain ones a tile row at a time (Note [Vectorised
-//             tile rows]), the target's modified logit added from its tile;
-//   backward  Note [Streamed cross similarities]: one pass of recomputed tiles turns c_ic into
-//             dloss/dc_ic = (grad / B) arcface_weight(...), scale exp(scale c - lse_i) (grad / B)
-//             off the target, and accumulates de and dw.
+// ArcFace on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h) over the B x C
+// cosines c_ic = e_i . w_c. Each row's online log-sum-exp of its logits folds the plain ones with
+// a vectorised pass (Note [Vectorised tile rows]) and adds the target's modified logit. When the
+// gradient is asked for (de, dw: the loss's at grad 1, Note [Gradient in the forward] in
+// ops/cpu/triplet_tiled.cpp), c_ic becomes d loss / d c_ic = arcface_weight(...) / B, which is
+// scale exp(scale c - lse_i) / B off the target, and de = W w, dw = W^T e.
+//   whole rows   up to tiles.whole_rows / kMinWholeRowBlock classes (1,024 by default): blocks of
+//                whole rows, the gradient from the same cosines (Note [Whole rows of cross
+//                similarities]);
+//   streamed     more classes: tiles of rows x cols folded into per-row statistics (Note [Streamed
+//                pairs]), then the gradient from recomputed tiles (Note [Streamed cross
+//                similarities]).
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/whole_cross_rows.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
 namespace ember::cpu {
 namespace {
 
+// Row i's logits over its classes [c0, c0 + width) (cosines s) folded into acc: the plain ones
+// with the vectorised fold, the target's (target in [0, width), else none here) added from its
+// cosine and returned; 0 without a target. scratch: width values of T.
+template <class T>
+double fold_arcface_row(OnlineLogSumExp& acc, const T* s, int64_t width, int64_t target, T* scratch, double margin,
+                        double scale) {
+  const T slope = T(scale);
+  fold_log_sum_exp<T>(
+      acc, width, scratch, [=](int64_t k) { return slope * s[k]; }, [=](int64_t k) { return k != target; });
+  if (target < 0 || target >= width) return 0;
+  const double x = arcface_logit(true, double(s[target]), margin, scale);
+  acc.add(x);
+  return x;
+}
+
+// sw (width) in place, from row i's cosines over [c0, c0 + width) to g d(lse_i - x_iy) / d c_ic:
+// g scale exp(scale c - lse_i) off the target, arcface_weight on it (target in [0, width), else
+// none here; its cosine is read before the vectorised loop).
+template <class T>
+void weigh_arcface_row(T* sw, int64_t width, int64_t target, double lse, double g, double margin, double scale) {
+  const bool has_target = target >= 0 && target < width;
+  const double target_cosine = has_target ? double(sw[target]) : 0.0;
+  const T neg_lse = T(-lse), wt = T(g * scale), sl = T(scale);  // locals: not reloaded per pair
+  for (int64_t k = 0; k < width; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], neg_lse));
+  if (has_target) sw[target] = T(g * arcface_weight(true, target_cosine, margin, scale, lse));
+}
+
+// Streamed (Note [Streamed pairs]): each task owns a block of rows and folds tiles of e w^T into
+// per-row online log-sum-exps; row_loss[i] = lse_i - x_iy_i. running: (B, 3) scratch.
+template <class T>
+void streamed_forward(const PairTiles& tiles, const T* E, const T* W, const int64_t* y, int64_t B, int64_t C,
+                      int64_t D, DType dtype, double margin, double scale, double* running, double* lse,
+                      double* row_loss) {
+  for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    for (int64_t i = r0; i < r1; ++i) running[3 * i] = -INFINITY, running[3 * i + 1] = 0, running[3 * i + 2] = 0;
+    for (int64_t c0 = 0; c0 < C; c0 += tiles.cols) {
+      const int64_t c1 = std::min(C, c0 + tiles.cols), width = c1 - c0;
+      const T* S = similarity_tile(E, W, D, r0, r1, c0, c1, buf);
+      for (int64_t i = r0; i < r1; ++i) {
+        double* r = running + 3 * i;  // [max, sum, the target's logit]
+        OnlineLogSumExp acc{r[0], r[1]};
+        const double x = fold_arcface_row(acc, S + (i - r0) * width, width, y[i] - c0, buf.column_scratch, margin,
+                                          scale);
+        if (y[i] >= c0 && y[i] < c1) r[2] = x;
+        r[0] = acc.max, r[1] = acc.sum;
+      }
+    }
+    for (int64_t i = r0; i < r1; ++i) {
+      const double* r = running + 3 * i;
+      lse[i] = OnlineLogSumExp{r[0], r[1]}.value(), row_loss[i] = lse[i] - r[2];
+    }
+  });
+}
+
+// Note [Streamed cross similarities]: one pass of recomputed tiles weighs them (g = 1 / B: the
+// mean's gradient) and accumulates de and dw.
+template <class T>
+void streamed_gradient(const PairTiles& tiles, const T* E, const T* W, const int64_t* y, int64_t B, int64_t C,
+                       int64_t D, DType dtype, double margin, double scale, const double* lse, T* dE, T* dW) {
+  const double g = 1.0 / double(B);
+  cross_similarity_backward<T>(tiles, dtype, E, B, W, C, D, dE, dW, [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
+    weigh_arcface_row(sw, c1 - c0, y[i] - c0, lse[i], g, margin, scale);
+  });
+}
+
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
-                   double scale, const Tensor& stats, const Tensor& loss) {
+                   double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
   const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
   const T* E = e.data<T>();
   const T* W = w.data<T>();
   const int64_t* y = labels.data<int64_t>();
   check_class_labels("arcface_loss", y, B, C);
   double* lse = stats.data<double>();
-  // Per row: its running (max, sum) while streaming, then its loss (summed in a fixed order below).
-  const Tensor rows = Tensor::empty({B, 3}, {.dtype = DType::f64});
-  double* row = rows.data<double>();
+  // Per row: lse_i - x_iy (summed in order below), and the streamed pass's running statistics.
+  const Tensor rows = Tensor::empty({4 * B}, {.dtype = DType::f64});
+  double* row_loss = rows.data<double>();
+  const bool with_gradient = de.defined() && B > 0;
+  T* dE = with_gradient ? de.data<T>() : nullptr;
+  T* dW = with_gradient ? dw.data<T>() : nullptr;
+  if (de.defined() && B == 0) std::fill(dw.data<T>(), dw.data<T>() + C * D, T(0));
 
-  for_each_row_block<T>(B, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    for (int64_t i = r0; i < r1; ++i) row[3 * i] = -INFINITY, row[3 * i + 1] = 0, row[3 * i + 2] = 0;
-    for (int64_t c0 = 0; c0 < C; c0 += tiles.cols) {
-      const int64_t c1 = std::min(C, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, W, D, r0, r1, c0, c1, buf);
-      for (int64_t i = r0; i < r1; ++i) {
-        OnlineLogSumExp acc{row[3 * i], row[3 * i + 1]};
-        const T* s = S + (i - r0) * width;
-        const int64_t target = y[i] - c0;  // in [0, width) when the target is in this tile
-        const T slope = T(scale);
-        fold_log_sum_exp<T>(
-            acc, width, buf.column_scratch, [=](int64_t k) { return slope * s[k]; },
-            [=](int64_t k) { return k != target; });
-        if (target >= 0 && target < width) {
-          const double x = arcface_logit(true, double(s[target]), margin, scale);
-          acc.add(x);
-          row[3 * i + 2] = x;
-        }
-        row[3 * i] = acc.max, row[3 * i + 1] = acc.sum;
-      }
-    }
-    for (int64_t i = r0; i < r1; ++i) {
-      lse[i] = OnlineLogSumExp{row[3 * i], row[3 * i + 1]}.value();
-      row[3 * i] = lse[i] - row[3 * i + 2];
-    }
-  });
+  if (fits_whole_rows(C, tiles)) {  // Note [Whole rows of cross similarities]
+    const double g = B > 0 ? 1.0 / double(B) : 0.0;
+    whole_row_pass<T>(tiles, e.dtype(), E, B, W, C, D, dE, dW, [&](int64_t i, T* s, T* scratch, bool weigh) {
+      OnlineLogSumExp acc;
+      const double x = fold_arcface_row(acc, s, C, y[i], scratch, margin, scale);
+      lse[i] = acc.value(), row_loss[i] = lse[i] - x;
+      if (weigh) weigh_arcface_row(s, C, y[i], lse[i], g, margin, scale);
+    });
+  } else {
+    streamed_forward(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, row_loss + B, lse, row_loss);
+    if (with_gradient) streamed_gradient(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, lse, dE, dW);
+  }
 
   double total = 0;
-  for (int64_t i = 0; i < B; ++i) total += row[3 * i];
+  for (int64_t i = 0; i < B; ++i) total += row_loss[i];
   loss.data<T>()[0] = B > 0 ? T(total / double(B)) : T(0);
-}
-
-template <class T>
-void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& w,
-                    const Tensor& labels, double margin, double scale, const Tensor& stats, const Tensor& de,
-                    const Tensor& dw) {
-  const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
-  const int64_t* y = labels.data<int64_t>();
-  const double* lse = stats.data<double>();
-  const double g = B > 0 ? double(grad.data<T>()[0]) / double(B) : 0.0;
-  const T weight = T(g * scale), slope = T(scale);
-  // Off the target, (grad / B) scale exp(scale c - lse_i); the target's weight patched after.
-  // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
-  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
-    const bool has_target = y[i] >= c0 && y[i] < c1;
-    const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
-    const T neg_lse = T(-lse[i]), wt = weight, sl = slope;  // locals: not reloaded per pair
-    for (int64_t k = 0; k < c1 - c0; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], neg_lse));
-    if (has_target) sw[y[i] - c0] = T(g * arcface_weight(true, target_cosine, margin, scale, lse[i]));
-  };
-  cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, w.data<T>(), C, D, de.data<T>(), dw.data<T>(),
-                               row_weights);
 }
 
 }  // namespace
 
 void arcface_forward(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
-                     double scale, const Tensor& stats, const Tensor& loss) {
+                     double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
   dispatch_float(e.dtype(), "arcface_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, w, labels, margin, scale, stats, loss);
-  });
-}
-
-void arcface_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& w,
-                      const Tensor& labels, double margin, double scale, const Tensor& stats, const Tensor& de,
-                      const Tensor& dw) {
-  dispatch_float(e.dtype(), "arcface_loss_backward", [&]<class T>(TypeTag<T>) {
-    backward_typed<T>(tiles, grad, e, w, labels, margin, scale, stats, de, dw);
+    forward_typed<T>(tiles, e, w, labels, margin, scale, stats, loss, de, dw);
   });
 }
 

@@ -1,116 +1,162 @@
-// ProxyAnchor on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h), streamed
-// over the C x B cosines (Note [Streamed pairs] in ops/cpu/similarity_tiles.h):
-//   forward   each task owns a block of classes and folds tiles of p e^T into per-class
-//             running sums: two online log-sum-exps, each starting from PML's add_one 0, a tile
-//             row at a time (Note [Vectorised tile rows]);
-//   backward  Note [Streamed cross similarities]: one pass of recomputed tiles of e p^T turns
-//             s_ic into grad * proxy_anchor_weight(...) and accumulates de and dp; a row's one
-//             positive class (its label) is patched after the vectorised negative weights.
+// ProxyAnchor on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h) over the C x B
+// cosines s_ic = e_i . p_c. Each class folds its members' terms and the others' into two online
+// log-sum-exps, each starting from PML's add_one 0 (Note [Vectorised tile rows]). When the
+// gradient is asked for (de, dp: the loss's at grad 1, Note [Gradient in the forward] in
+// ops/cpu/triplet_tiled.cpp), s_ic becomes d loss / d s_ic = proxy_anchor_weight(...), and
+// de = W^T p, dp = W e.
+//   whole rows   up to tiles.whole_rows / kMinWholeRowBlock embeddings (1,024 by default):
+//                blocks of classes, each with its whole row over the batch, the gradient from the
+//                same cosines (Note [Whole rows of cross similarities]);
+//   streamed     larger batches: tiles of classes x embeddings folded into per-class sums (Note
+//                [Streamed pairs]), then the gradient from recomputed tiles of e p^T (Note
+//                [Streamed cross similarities]).
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/similarity_tiles.h"
+#include "ops/cpu/whole_cross_rows.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
 
 namespace ember::cpu {
 namespace {
 
+// x = alpha (margin - s) for a member, alpha (s + margin) otherwise: a_pos s + b and a_neg s + b.
+template <class T>
+struct ProxyExponents {
+  T a_pos, a_neg, b;
+  ProxyExponents(double margin, double alpha) : a_pos(T(-alpha)), a_neg(T(alpha)), b(T(alpha * margin)) {}
+};
+
+// Class c's two running sums over embeddings [i0, i0 + width) (cosines s, labels yi): its members'
+// terms into pos, the others' into neg (Note [Vectorised tile rows]). scratch: width values of T.
+template <class T>
+void fold_proxy_row(OnlineLogSumExp& pos, OnlineLogSumExp& neg, const T* s, const int64_t* yi, int64_t width,
+                    int64_t c, T* scratch, const ProxyExponents<T>& x) {
+  const T a_pos = x.a_pos, a_neg = x.a_neg, b = x.b;
+  fold_log_sum_exp<T>(
+      pos, width, scratch, [=](int64_t k) { return std::fma(a_pos, s[k], b); }, [=](int64_t k) { return yi[k] == c; });
+  fold_log_sum_exp<T>(
+      neg, width, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b); }, [=](int64_t k) { return yi[k] != c; });
+}
+
+// The number of classes with a member in the batch.
+double classes_present(const int64_t* y, int64_t B, int64_t C, double* scratch) {
+  std::fill(scratch, scratch + C, 0.0);
+  for (int64_t i = 0; i < B; ++i) scratch[y[i]] = 1;
+  double classes = 0;
+  for (int64_t c = 0; c < C; ++c) classes += scratch[c];
+  return classes;
+}
+
+// Streamed (Note [Streamed pairs]): each task owns a block of classes and folds tiles of p e^T into
+// per-class running sums. running: (C, 4) scratch.
+template <class T>
+void streamed_forward(const PairTiles& tiles, const T* E, const T* P, const int64_t* y, int64_t B, int64_t C,
+                      int64_t D, DType dtype, const ProxyExponents<T>& x, double* running, double* st) {
+  for_each_row_block<T>(C, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
+    for (int64_t c = r0; c < r1; ++c) {
+      OnlineLogSumExp one;
+      one.add(0);  // PML's add_one
+      double* r = running + 4 * c;
+      r[0] = one.max, r[1] = one.sum, r[2] = one.max, r[3] = one.sum;
+    }
+    for (int64_t i0 = 0; i0 < B; i0 += tiles.cols) {
+      const int64_t i1 = std::min(B, i0 + tiles.cols), width = i1 - i0;
+      const T* S = similarity_tile(P, E, D, r0, r1, i0, i1, buf);
+      for (int64_t c = r0; c < r1; ++c) {
+        double* r = running + 4 * c;
+        OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
+        fold_proxy_row(pos, neg, S + (c - r0) * width, y + i0, width, c, buf.column_scratch, x);
+        r[0] = pos.max, r[1] = pos.sum, r[2] = neg.max, r[3] = neg.sum;
+      }
+    }
+    for (int64_t c = r0; c < r1; ++c) {
+      const double* r = running + 4 * c;
+      st[2 * c] = OnlineLogSumExp{r[0], r[1]}.value(), st[2 * c + 1] = OnlineLogSumExp{r[2], r[3]}.value();
+    }
+  });
+}
+
+// Note [Streamed cross similarities] over e p^T: one pass of recomputed tiles turns s_ic into
+// d loss / d s_ic (proxy_anchor_weight) and accumulates de and dp; a row's one positive class
+// (its label) is patched after the vectorised negative weights.
+template <class T>
+void streamed_gradient(const PairTiles& tiles, const T* E, const T* P, const int64_t* y, int64_t B, int64_t C,
+                       int64_t D, DType dtype, double margin, double alpha, const double* st, double classes,
+                       T* offset, T* dE, T* dP) {
+  // Off the label, alpha exp(alpha (s + margin) - neg_c) / C = factor exp(alpha s + offset_c).
+  for (int64_t c = 0; c < C; ++c) offset[c] = T(alpha * margin - st[2 * c + 1]);
+  const T weight = T(alpha / double(C)), slope = T(alpha);
+  // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
+  cross_similarity_backward<T>(tiles, dtype, E, B, P, C, D, dE, dP, [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
+    const bool has_target = y[i] >= c0 && y[i] < c1;
+    const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
+    const T* off = offset + c0;
+    const T wt = weight, sl = slope;  // locals: not reloaded per pair
+    for (int64_t k = 0; k < c1 - c0; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], off[k]));
+    if (has_target) sw[y[i] - c0] = T(proxy_anchor_weight(true, target_cosine, margin, alpha, st[2 * y[i]], classes));
+  });
+}
+
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, const Tensor& labels, double margin,
-                   double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss) {
+                   double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss, const Tensor& de,
+                   const Tensor& dp) {
   const int64_t B = e.size(0), D = e.size(1), C = p.size(0);
   const T* E = e.data<T>();
   const T* P = p.data<T>();
   const int64_t* y = labels.data<int64_t>();
   check_class_labels("proxy_anchor_loss", y, B, C);
   double* st = stats.data<double>();  // (C, 2): [pos_c, neg_c]
-  // Per class while streaming: running (max, sum) of its positive and negative terms.
-  const Tensor running = Tensor::empty({C, 4}, {.dtype = DType::f64});
-  double* run = running.data<double>();
-  // x = alpha (margin - s) for a member, alpha (s + margin) otherwise: a_pos s + b_pos or a_neg s + b_neg.
-  const T a_pos = T(-alpha), b_pos = T(alpha * margin), a_neg = T(alpha), b_neg = T(alpha * margin);
+  const Tensor scratch = Tensor::empty({4 * C}, {.dtype = DType::f64});
+  const double classes = classes_present(y, B, C, scratch.data<double>());
+  const ProxyExponents<T> x(margin, alpha);
+  const bool with_gradient = de.defined() && classes > 0;
+  T* dE = with_gradient ? de.data<T>() : nullptr;
+  T* dP = with_gradient ? dp.data<T>() : nullptr;
+  if (de.defined() && !with_gradient) {  // no class present: the loss is 0 whatever e and p
+    std::fill(de.data<T>(), de.data<T>() + B * D, T(0));
+    std::fill(dp.data<T>(), dp.data<T>() + C * D, T(0));
+  }
 
-  for_each_row_block<T>(C, tiles, e.dtype(), [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
-    for (int64_t c = r0; c < r1; ++c) {
-      OnlineLogSumExp one;
-      one.add(0);  // PML's add_one
-      run[4 * c] = one.max, run[4 * c + 1] = one.sum, run[4 * c + 2] = one.max, run[4 * c + 3] = one.sum;
-    }
-    for (int64_t i0 = 0; i0 < B; i0 += tiles.cols) {
-      const int64_t i1 = std::min(B, i0 + tiles.cols), width = i1 - i0;
-      const T* S = similarity_tile(P, E, D, r0, r1, i0, i1, buf);
-      const int64_t* yi = y + i0;
-      for (int64_t c = r0; c < r1; ++c) {
-        OnlineLogSumExp pos{run[4 * c], run[4 * c + 1]}, neg{run[4 * c + 2], run[4 * c + 3]};
-        const T* s = S + (c - r0) * width;
-        T* scratch = buf.column_scratch;
-        fold_log_sum_exp<T>(
-            pos, width, scratch, [=](int64_t k) { return std::fma(a_pos, s[k], b_pos); },
-            [=](int64_t k) { return yi[k] == c; });
-        fold_log_sum_exp<T>(
-            neg, width, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b_neg); },
-            [=](int64_t k) { return yi[k] != c; });
-        run[4 * c] = pos.max, run[4 * c + 1] = pos.sum, run[4 * c + 2] = neg.max, run[4 * c + 3] = neg.sum;
+  if (fits_whole_rows(B, tiles)) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
+    const T pos_factor = T(-alpha / std::max(classes, 1.0)), neg_factor = T(alpha / double(C));
+    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* row_scratch, bool weigh) {
+      OnlineLogSumExp pos, neg;
+      pos.add(0), neg.add(0);  // PML's add_one
+      fold_proxy_row(pos, neg, s, y, B, c, row_scratch, x);
+      st[2 * c] = pos.value(), st[2 * c + 1] = neg.value();
+      if (!weigh) return;
+      // proxy_anchor_weight in T for every embedding, member or not, as selects.
+      const T b_pos = T(double(x.b) - st[2 * c]), b_neg = T(double(x.b) - st[2 * c + 1]);
+      const T a_pos = x.a_pos, a_neg = x.a_neg, fp = pos_factor, fn = neg_factor;  // locals: not reloaded
+      for (int64_t k = 0; k < B; ++k) {
+        const bool member = y[k] == c;
+        s[k] = (member ? fp : fn) * fast_exp(member ? std::fma(a_pos, s[k], b_pos) : std::fma(a_neg, s[k], b_neg));
       }
+    });
+  } else {
+    streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, scratch.data<double>(), st);
+    if (with_gradient) {
+      const Tensor offsets = Tensor::empty({C}, {.dtype = e.dtype()});
+      streamed_gradient(tiles, E, P, y, B, C, D, e.dtype(), margin, alpha, st, classes, offsets.data<T>(), dE, dP);
     }
-    for (int64_t c = r0; c < r1; ++c) {
-      st[2 * c] = OnlineLogSumExp{run[4 * c], run[4 * c + 1]}.value();
-      st[2 * c + 1] = OnlineLogSumExp{run[4 * c + 2], run[4 * c + 3]}.value();
-    }
-  });
+  }
 
-  // The classes present in the batch, from the labels (reusing the running sums' storage).
-  std::fill(run, run + C, 0.0);
-  for (int64_t i = 0; i < B; ++i) run[y[i]] = 1;
-  double pos = 0, neg = 0, classes = 0;
-  for (int64_t c = 0; c < C; ++c) pos += st[2 * c], neg += st[2 * c + 1], classes += run[c];
+  double pos = 0, neg = 0;
+  for (int64_t c = 0; c < C; ++c) pos += st[2 * c], neg += st[2 * c + 1];
   present.data<double>()[0] = classes;
   loss.data<T>()[0] = classes > 0 ? T(pos / classes + neg / double(C)) : T(0);
-}
-
-template <class T>
-void backward_typed(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& p,
-                    const Tensor& labels, double margin, double alpha, const Tensor& stats, const Tensor& present,
-                    const Tensor& de, const Tensor& dp) {
-  const int64_t B = e.size(0), D = e.size(1), C = p.size(0);
-  const int64_t* y = labels.data<int64_t>();
-  const double* st = stats.data<double>();
-  const double classes = present.data<double>()[0];
-  const double g = classes > 0 ? double(grad.data<T>()[0]) : 0.0;
-  // Off the label, g alpha exp(alpha (s + margin) - neg_c) / C = factor exp(alpha s + offset_c).
-  const Tensor offsets = Tensor::empty({C}, {.dtype = e.dtype()});
-  T* offset = offsets.data<T>();
-  for (int64_t c = 0; c < C; ++c) offset[c] = T(alpha * margin - st[2 * c + 1]);
-  const T weight = T(g * alpha / double(C)), slope = T(alpha);
-  // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
-  auto row_weights = [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
-    const bool has_target = y[i] >= c0 && y[i] < c1;
-    const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
-    const T* off = offset + c0;
-    const T wt = weight, sl = slope;  // locals: not reloaded per pair
-    for (int64_t k = 0; k < c1 - c0; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], off[k]));
-    if (has_target)
-      sw[y[i] - c0] = T(g * proxy_anchor_weight(true, target_cosine, margin, alpha, st[2 * y[i]], classes));
-  };
-  cross_similarity_backward<T>(tiles, e.dtype(), e.data<T>(), B, p.data<T>(), C, D, de.data<T>(), dp.data<T>(),
-                               row_weights);
 }
 
 }  // namespace
 
 void proxy_anchor_forward(const PairTiles& tiles, const Tensor& e, const Tensor& p, const Tensor& labels,
-                          double margin, double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss) {
+                          double margin, double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss,
+                          const Tensor& de, const Tensor& dp) {
   dispatch_float(e.dtype(), "proxy_anchor_loss", [&]<class T>(TypeTag<T>) {
-    forward_typed<T>(tiles, e, p, labels, margin, alpha, stats, present, loss);
-  });
-}
-
-void proxy_anchor_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e, const Tensor& p,
-                           const Tensor& labels, double margin, double alpha, const Tensor& stats,
-                           const Tensor& present, const Tensor& de, const Tensor& dp) {
-  dispatch_float(e.dtype(), "proxy_anchor_loss_backward", [&]<class T>(TypeTag<T>) {
-    backward_typed<T>(tiles, grad, e, p, labels, margin, alpha, stats, present, de, dp);
+    forward_typed<T>(tiles, e, p, labels, margin, alpha, stats, present, loss, de, dp);
   });
 }
 

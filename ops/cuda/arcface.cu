@@ -4,7 +4,8 @@
 //                    reduction of OnlineLogSumExp) and the row's loss lse_i - x_iy;
 //   finish kernel    one block: the mean over rows in a fixed order, and the label check
 //                    (Note [Label check on CUDA]);
-//   backward         cross_similarity_backward: de (a block per row), dw (a block per class).
+//   gradient         when asked for (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp),
+//                    at grad 1: cross_similarity_backward, de (a block per row), dw (a block per class).
 #include "core/tensor.h"
 #include "cuda/launch.h"
 #include "ops/cuda/pair_rows.cuh"
@@ -56,7 +57,7 @@ __global__ void arcface_finish_kernel(int64_t B, int64_t C, const int64_t* __res
   if (threadIdx.x == 0) loss[0] = B > 0 ? T(total / double(B)) : T(0);
 }
 
-// dloss/dc_ic = (grad / B) arcface_weight(...), c_ic recomputed.
+// dloss/dc_ic = arcface_weight(...) / B (at grad 1), c_ic recomputed.
 template <class T>
 struct ArcFaceWeights {
   int64_t B, D;
@@ -64,16 +65,15 @@ struct ArcFaceWeights {
   const T* W;
   const int64_t* y;
   const double* lse;
-  const T* grad;
   double margin, scale;
   __device__ double operator()(int64_t i, int64_t c) const {
     const double s = double(row_dot(E, W, D, i, c));
-    return double(grad[0]) / double(B) * arcface_weight(c == y[i], s, margin, scale, lse[i]);
+    return arcface_weight(c == y[i], s, margin, scale, lse[i]) / double(B);
   }
 };
 
 void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
-                          double scale, const Tensor& stats, const Tensor& loss) {
+                          double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
   dispatch_float(e.dtype(), "arcface_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
     const Tensor rows = Tensor::empty({B}, {.dtype = DType::f64, .device = e.device()});
@@ -84,16 +84,9 @@ void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, co
     launch<arcface_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, C, labels.data<int64_t>(), rows.data<double>(),
                                      loss.data<T>(), check.data<int64_t>());
     throw_on_bad_label(check.data<int64_t>(), C, "arcface_loss");
-  });
-}
-
-void arcface_backward_cuda(const PairTiles&, const Tensor& grad, const Tensor& e, const Tensor& w,
-                           const Tensor& labels, double margin, double scale, const Tensor& stats, const Tensor& de,
-                           const Tensor& dw) {
-  dispatch_float(e.dtype(), "arcface_loss_backward", [&]<class T>(TypeTag<T>) {
-    const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
+    if (!de.defined()) return;
     const ArcFaceWeights<T> weights{B, D, e.data<T>(), w.data<T>(), labels.data<int64_t>(), stats.data<double>(),
-                                    grad.data<T>(), margin, scale};
+                                    margin, scale};
     cross_similarity_backward(B, C, D, e.data<T>(), w.data<T>(), weights, de.data<T>(), dw.data<T>());
   });
 }
@@ -102,7 +95,6 @@ void arcface_backward_cuda(const PairTiles&, const Tensor& grad, const Tensor& e
 
 void bind_arcface_kernels() {
   ember::arcface_forward_kernel.set_cuda(&arcface_forward_cuda);
-  ember::arcface_backward_kernel.set_cuda(&arcface_backward_cuda);
 }
 
 }  // namespace ember::cuda

@@ -4,7 +4,8 @@
 //                    reductions of OnlineLogSumExp, then PML's add_one 0) and whether c is present;
 //   finish kernel    one block: the two sums and their divisors in a fixed order, and the label
 //                    check (Note [Label check on CUDA]);
-//   backward         cross_similarity_backward: de (a block per row), dp (a block per class).
+//   gradient         when asked for (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp),
+//                    at grad 1: cross_similarity_backward, de (a block per row), dp (a block per class).
 #include "core/tensor.h"
 #include "cuda/launch.h"
 #include "ops/cuda/pair_rows.cuh"
@@ -63,7 +64,7 @@ __global__ void proxy_anchor_finish_kernel(int64_t B, int64_t C, const int64_t* 
   }
 }
 
-// dloss/ds_ic = grad proxy_anchor_weight(...), s_ic recomputed.
+// dloss/ds_ic = proxy_anchor_weight(...) (at grad 1), s_ic recomputed.
 template <class T>
 struct ProxyAnchorWeights {
   int64_t C, D;
@@ -72,21 +73,20 @@ struct ProxyAnchorWeights {
   const int64_t* y;
   const double* stats;
   const double* present;
-  const T* grad;
   double margin, alpha;
   __device__ double operator()(int64_t i, int64_t c) const {
     const double classes = present[0];
     if (classes == 0) return 0;
     const bool positive = y[i] == c;
     const double s = double(row_dot(E, P, D, i, c));
-    return double(grad[0]) * proxy_anchor_weight(positive, s, margin, alpha, stats[2 * c + (positive ? 0 : 1)],
-                                                 positive ? classes : double(C));
+    return proxy_anchor_weight(positive, s, margin, alpha, stats[2 * c + (positive ? 0 : 1)],
+                               positive ? classes : double(C));
   }
 };
 
 void proxy_anchor_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& p, const Tensor& labels,
                                double margin, double alpha, const Tensor& stats, const Tensor& present,
-                               const Tensor& loss) {
+                               const Tensor& loss, const Tensor& de, const Tensor& dp) {
   dispatch_float(e.dtype(), "proxy_anchor_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1), C = p.size(0);
     const Tensor members = Tensor::empty({C}, {.dtype = DType::f64, .device = e.device()});
@@ -98,16 +98,9 @@ void proxy_anchor_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& 
                                           stats.data<double>(), members.data<double>(), loss.data<T>(),
                                           present.data<double>(), check.data<int64_t>());
     throw_on_bad_label(check.data<int64_t>(), C, "proxy_anchor_loss");
-  });
-}
-
-void proxy_anchor_backward_cuda(const PairTiles&, const Tensor& grad, const Tensor& e, const Tensor& p,
-                                const Tensor& labels, double margin, double alpha, const Tensor& stats,
-                                const Tensor& present, const Tensor& de, const Tensor& dp) {
-  dispatch_float(e.dtype(), "proxy_anchor_loss_backward", [&]<class T>(TypeTag<T>) {
-    const int64_t B = e.size(0), D = e.size(1), C = p.size(0);
+    if (!de.defined()) return;
     const ProxyAnchorWeights<T> weights{C, D, e.data<T>(), p.data<T>(), labels.data<int64_t>(), stats.data<double>(),
-                                        present.data<double>(), grad.data<T>(), margin, alpha};
+                                        present.data<double>(), margin, alpha};
     cross_similarity_backward(B, C, D, e.data<T>(), p.data<T>(), weights, de.data<T>(), dp.data<T>());
   });
 }
@@ -116,7 +109,6 @@ void proxy_anchor_backward_cuda(const PairTiles&, const Tensor& grad, const Tens
 
 void bind_proxy_anchor_kernels() {
   ember::proxy_anchor_forward_kernel.set_cuda(&proxy_anchor_forward_cuda);
-  ember::proxy_anchor_backward_kernel.set_cuda(&proxy_anchor_backward_cuda);
 }
 
 }  // namespace ember::cuda

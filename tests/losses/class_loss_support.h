@@ -32,4 +32,25 @@ LossAndGrads class_loss_and_grads(LossFn loss_fn, const Tensor& emb, const Tenso
   return {loss.cpu(), x.grad().cpu(), w.grad().cpu()};
 }
 
+// A class loss computes its gradient in the forward when one will be wanted (Note [Gradient in
+// the forward] in ops/cpu/triplet_tiled.cpp): without a gradient its loss is the same bits, and
+// a retained graph gives the same gradients to a second backward.
+template <class LossFn>
+void check_gradient_in_forward(LossFn loss_fn, const Tensor& emb, const Tensor& weights, const Tensor& labels) {
+  Tensor x = emb.detach().requires_grad_();
+  Tensor w = weights.detach().requires_grad_();
+  const Tensor loss = loss_fn(x, labels, w);
+  Tensor without;
+  {
+    autograd::NoGradGuard no_grad;
+    without = loss_fn(x, labels, w);
+  }
+  CHECK(without.item() == loss.item());
+  loss.backward({}, /*retain_graph=*/true);
+  const Tensor dx = x.grad().clone(), dw = w.grad().clone();
+  loss.backward();
+  check_close(x.grad(), mul(dx, 2.0), 0, 0);
+  check_close(w.grad(), mul(dw, 2.0), 0, 0);
+}
+
 }  // namespace ember::test
