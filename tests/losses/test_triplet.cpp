@@ -65,6 +65,29 @@ test::LossAndGrad mined_loss_and_grad(const Tensor& emb, const Tensor& labels, c
   });
 }
 
+// Every-triplet loss and gradient against the given-triplets path fed every triplet listed (it
+// computes each triplet's distances on its own), at each margin; the loss must be > 0.
+void check_every_triplet_equals_listed(const std::vector<int64_t>& labels, const Tensor& emb,
+                                       std::initializer_list<double> margins) {
+  const int64_t B = int64_t(labels.size());
+  std::vector<int64_t> a, p, n;
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t j = 0; j < B; ++j)
+      for (int64_t k = 0; k < B; ++k)
+        if (j != i && labels[size_t(j)] == labels[size_t(i)] && labels[size_t(k)] != labels[size_t(i)])
+          a.push_back(i), p.push_back(j), n.push_back(k);
+  const Tensor y = labels_of(labels);
+  const Triplets listed = triplets_of(a, p, n);
+  for (double margin : margins) {
+    INFO("margin " << margin);
+    const auto all = all_loss_and_grad(emb, y, {.margin = margin});
+    const auto given = mined_loss_and_grad(emb, y, listed, {.margin = margin});
+    CHECK(all.loss.item() > 0);
+    test::check_close(all.loss, given.loss, 1e-12, 1e-14);
+    test::check_close(all.grad, given.grad, 1e-10, 1e-12);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("triplet_margin_loss: a case computed by hand", "[losses][triplet]") {
@@ -120,23 +143,7 @@ TEST_CASE("triplet_margin_loss: anchors with many positives (the sorted path) eq
   // through the given-triplets path, which computes each triplet's distances on its own.
   std::vector<int64_t> labels(264, 0);
   for (size_t i = 258; i < labels.size(); ++i) labels[i] = 1;
-  const Tensor y = labels_of(labels);
-  const Tensor emb = f64_randn({264, 4}, 29);
-  std::vector<int64_t> a, p, n;
-  for (int64_t i = 0; i < 264; ++i)
-    for (int64_t j = 0; j < 264; ++j)
-      for (int64_t k = 0; k < 264; ++k)
-        if (j != i && labels[size_t(j)] == labels[size_t(i)] && labels[size_t(k)] != labels[size_t(i)])
-          a.push_back(i), p.push_back(j), n.push_back(k);
-  const Triplets listed = triplets_of(a, p, n);
-  for (double margin : {0.05, 0.5}) {
-    INFO("margin " << margin);
-    const auto all = all_loss_and_grad(emb, y, {.margin = margin});
-    const auto given = mined_loss_and_grad(emb, y, listed, {.margin = margin});
-    CHECK(all.loss.item() > 0);
-    test::check_close(all.loss, given.loss, 1e-12, 1e-14);
-    test::check_close(all.grad, given.grad, 1e-10, 1e-12);
-  }
+  check_every_triplet_equals_listed(labels, f64_randn({264, 4}, 29), {0.05, 0.5});
 }
 
 TEST_CASE("triplet_margin_loss: both sides of the tiled path's bound equal their listed triplets",
@@ -149,24 +156,7 @@ TEST_CASE("triplet_margin_loss: both sides of the tiled path's bound equal their
     std::vector<int64_t> labels(size_t(big), 0);
     for (int k = 0; k < 4; ++k) labels.push_back(1);
     for (int k = 0; k < 3; ++k) labels.push_back(2);
-    const int64_t B = int64_t(labels.size());
-    const Tensor y = labels_of(labels);
-    const Tensor emb = f64_randn({B, 3}, 31);
-    std::vector<int64_t> a, p, n;
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t j = 0; j < B; ++j)
-        for (int64_t k = 0; k < B; ++k)
-          if (j != i && labels[size_t(j)] == labels[size_t(i)] && labels[size_t(k)] != labels[size_t(i)])
-            a.push_back(i), p.push_back(j), n.push_back(k);
-    const Triplets listed = triplets_of(a, p, n);
-    for (double margin : {0.05, 0.6}) {
-      INFO("margin " << margin);
-      const auto all = all_loss_and_grad(emb, y, {.margin = margin});
-      const auto given = mined_loss_and_grad(emb, y, listed, {.margin = margin});
-      CHECK(all.loss.item() > 0);
-      test::check_close(all.loss, given.loss, 1e-12, 1e-14);
-      test::check_close(all.grad, given.grad, 1e-10, 1e-12);
-    }
+    check_every_triplet_equals_listed(labels, f64_randn({int64_t(labels.size()), 3}, 31), {0.05, 0.6});
   }
 }
 
