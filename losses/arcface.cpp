@@ -13,7 +13,8 @@ namespace ember {
 
 Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor& W, ArcFaceOptions options) {
   constexpr const char* kOp = "arcface_loss";
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(arcface_loss(widened(embeddings), labels, widened(W), options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(arcface_loss(widened(embeddings), labels, widened(W), options), embeddings.dtype());
   check_embeddings(kOp, embeddings, labels);
   check_class_weights(kOp, "W", W, /*embedding_dim=*/0, embeddings);
   EMBER_CHECK(options.scale > 0, kOp, ": expected scale > 0, got ", options.scale);

@@ -9,7 +9,8 @@ namespace ember {
 
 Tensor contrastive_loss(const Tensor& embeddings, const Tensor& labels, ContrastiveOptions options) {
   constexpr const char* kOp = "contrastive_loss";
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(contrastive_loss(widened(embeddings), labels, options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(contrastive_loss(widened(embeddings), labels, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{2});
   const Tensor counts = in.counted;  // [P, N]
   Tensor loss = Tensor::empty({}, in.e.options());

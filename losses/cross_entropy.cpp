@@ -65,7 +65,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
                      int64_t ignore_index) {
   EMBER_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
               "cross_entropy: expected 0 <= label_smoothing <= 1, got ", label_smoothing);
-  if (is_reduced_float(logits.dtype())) return float_op_result(cross_entropy(widened(logits), target, reduction, label_smoothing, ignore_index), logits.dtype());
+  if (is_reduced_float(logits.dtype()))
+    return float_op_result(cross_entropy(widened(logits), target, reduction, label_smoothing, ignore_index),
+                           logits.dtype());
   ClassRows r = class_rows("cross_entropy", logits, target);
   const TensorOptions opt = logits.options();
   Tensor losses = Tensor::empty(r.row_shape, opt), totals = Tensor::empty({3}, opt);
@@ -101,7 +103,8 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  if (is_reduced_float(log_probs.dtype())) return float_op_result(nll_loss(widened(log_probs), target, reduction, ignore_index), log_probs.dtype());
+  if (is_reduced_float(log_probs.dtype()))
+    return float_op_result(nll_loss(widened(log_probs), target, reduction, ignore_index), log_probs.dtype());
   ClassRows r = class_rows("nll_loss", log_probs, target);
   const TensorOptions opt = log_probs.options();
   Tensor losses = Tensor::empty(r.row_shape, opt), totals = Tensor::empty({3}, opt);

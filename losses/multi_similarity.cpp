@@ -11,7 +11,8 @@ namespace ember {
 
 Tensor multi_similarity_loss(const Tensor& embeddings, const Tensor& labels, MultiSimilarityOptions options) {
   constexpr const char* kOp = "multi_similarity_loss";
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(multi_similarity_loss(widened(embeddings), labels, options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(multi_similarity_loss(widened(embeddings), labels, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, std::nullopt);  // MeanReducer: no zero_loss
   EMBER_CHECK(options.alpha > 0 && std::isfinite(options.alpha), kOp, ": expected a finite alpha > 0, got ",
               options.alpha);

@@ -13,7 +13,9 @@ namespace ember {
 Tensor proxy_anchor_loss(const Tensor& embeddings, const Tensor& labels, const Tensor& proxies,
                          ProxyAnchorOptions options) {
   constexpr const char* kOp = "proxy_anchor_loss";
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(proxy_anchor_loss(widened(embeddings), labels, widened(proxies), options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(proxy_anchor_loss(widened(embeddings), labels, widened(proxies), options),
+                           embeddings.dtype());
   check_embeddings(kOp, embeddings, labels);
   check_class_weights(kOp, "proxies", proxies, /*embedding_dim=*/1, embeddings);
   const Tensor e = normalize_rows(embeddings);

@@ -9,7 +9,8 @@ namespace ember {
 
 Tensor supcon_loss(const Tensor& embeddings, const Tensor& labels, SupConOptions options) {
   constexpr const char* kOp = "supcon_loss";
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(supcon_loss(widened(embeddings), labels, options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(supcon_loss(widened(embeddings), labels, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   EMBER_CHECK(options.temperature > 0, kOp, ": expected temperature > 0, got ", options.temperature);
   const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};

@@ -44,7 +44,8 @@ void check_triplets(const Triplets& t, const Tensor& embeddings) {
 }  // namespace
 
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, TripletOptions options) {
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(triplet_margin_loss(widened(embeddings), labels, options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(triplet_margin_loss(widened(embeddings), labels, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   const Tensor triplets = in.counted;
   Tensor loss = Tensor::empty({}, in.e.options());
@@ -62,7 +63,8 @@ Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, Tripl
 Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, const Triplets& mined,
                            TripletOptions options) {
   check_triplets(mined, embeddings);
-  if (is_reduced_float(embeddings.dtype())) return float_op_result(triplet_margin_loss(widened(embeddings), labels, mined, options), embeddings.dtype());
+  if (is_reduced_float(embeddings.dtype()))
+    return float_op_result(triplet_margin_loss(widened(embeddings), labels, mined, options), embeddings.dtype());
   const PairLossInputs in = pair_loss_inputs(kOp, embeddings, labels, Shape{});
   const Tensor a = mined.anchor.contiguous(), p = mined.positive.contiguous(), n = mined.negative.contiguous();
   const TensorOptions f64{.dtype = DType::f64, .device = in.e.device()};

@@ -99,13 +99,16 @@ void mask_own_label(const T* d, const int64_t* yc, int64_t yi, int64_t width, T*
   for (int64_t k = 0; k < width; ++k) masked[k] = yc[k] != yi ? d[k] : inf;
 }
 
-// Note [Gradient in the forward]: the loss is (sum of the terms > 0) / T, so d loss / de is
-// grad / T times G = d(sum of terms) / de, and G depends on nothing that the backward brings.
-// The pass that finds the terms has every distance and threshold G needs at hand, so when a
-// gradient will be wanted (the caller passes term_grad) it accumulates G in the same tiles, and
-// the backward only scales it: the distances are streamed once per step instead of twice. When
-// no gradient is wanted (no grad mode, or rows that do not require it) nothing of G is computed.
-// G costs a (B, D) tensor from the forward to the backward, the size of the gradient itself.
+// Note [Gradient in the forward]: a loss whose backward brings nothing but its scalar upstream
+// gradient g has d loss / dx = g G, G its gradient at g = 1, which the forward can compute. Here
+// the loss is (sum of the terms > 0) / T, so G is taken as d(sum of terms) / de and scaled by
+// g / T. The pass that finds the terms has every distance and threshold G needs at hand, so when
+// a gradient will be wanted (the caller passes term_grad) it accumulates G in the same tiles:
+// the distances are streamed once per step instead of twice (ArcFace and ProxyAnchor do the same
+// with their cosines: Note [Whole rows of cross similarities]). With no gradient wanted (no grad
+// mode, or rows that do not require one) nothing of G is computed. G lives from the forward to
+// the backward, the size of the gradient, and the backward scales it in place and hands it over
+// unless the graph is retained (scaled_forward_gradient in losses/metric_common.h).
 template <class T>
 void tiled_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
                  const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
