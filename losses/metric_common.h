@@ -64,7 +64,8 @@ Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, P
 // Note [Gradient in the forward] (ops/cpu/triplet_tiled.cpp): a loss whose forward computed its
 // gradient at grad 1, G, returns grad * G from its backward (its closure holds G, `mutable`). On
 // the CPU, unless the backward retains the graph, G is scaled in place and handed over, so that
-// no second tensor of its size is held; otherwise the product is a new tensor and G stays.
+// no second tensor of its size is held; otherwise the product is a new tensor and G stays. grad:
+// 0-d on G's device, of G's dtype or f64 (a factor computed in double).
 Tensor scaled_forward_gradient(Tensor& G, const Tensor& grad);
 
 }  // namespace ember

@@ -56,7 +56,7 @@ Tensor triplet_margin_loss(const Tensor& embeddings, const Tensor& labels, Tripl
                          term_grad);
   return record_pair_loss(kOp, in, loss, [=](const Tensor& grad, const Tensor&) mutable {
     // d loss / de = grad / triplets G; G is 0 without triplets.
-    return scaled_forward_gradient(term_grad, div(grad, maximum(triplets.to(grad.dtype()), 1.0)));
+    return scaled_forward_gradient(term_grad, div(grad.to(DType::f64), maximum(triplets, 1.0)));  // in f64
   });
 }
 

@@ -1,10 +1,12 @@
 // How the pairwise (metric) losses stream the B x B similarity matrix: in tiles of rows x cols,
 // so that no loss holds the whole matrix (Note [Streamed pairs] in ops/cpu/similarity_tiles.h).
-// The tile is a process-wide setting; the defaults suit the CPU's caches, and tests vary it
-// (streamed == unstreamed, tiles that do not divide B).
+// The class losses (ArcFace, ProxyAnchor) hold blocks of whole rows of their B x C cosines where
+// the rows are short (`whole_rows`), tiles otherwise. The setting is process-wide; the defaults
+// suit the CPU's caches, and tests vary it (streamed == unstreamed, tiles that do not divide B).
 //
 //   set_pair_tiles({.rows = 7, .cols = 13});
 //   Tensor loss = ntxent_loss(emb, labels);   // now computed in 7 x 13 tiles
+//   set_pair_tiles({.rows = 7, .cols = 13, .whole_rows = 0});   // class losses in tiles too
 //   set_pair_tiles({});                        // the defaults again
 #pragma once
 

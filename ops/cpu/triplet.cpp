@@ -32,7 +32,7 @@ namespace {
 
 const TensorOptions kF64{.dtype = DType::f64};
 
-// Note [Few positives]: the sorted path sorts each anchor's ~B negatives (and in the backward its
+// Note [Few positives]: the sorted path sorts each anchor's ~B negatives (and for G its
 // thresholds) whatever its number of positives P, and sorting is branchy work that does not
 // vectorise; at batch 512 with 4 per class (P = 3) the sorts were nearly all of the CPU time of a
 // forward + backward. With few positives the counts are P linear passes over the anchor's
@@ -53,7 +53,7 @@ constexpr int64_t kMaxScannedPositives = 256;
 // One anchor's triplet counts; the lists are in column order (positives and negatives in the
 // order of the distance row):
 //   positive p: t_p = d_ap + margin, m_p = #{n : d_an < t_p} and s_p = the sum of those d_an;
-//   negative n: c_n = #{p : d_an < t_p}, when asked for (the backward needs it).
+//   negative n: c_n = #{p : d_an < t_p}, when asked for (G needs it).
 // Few positives scan the negatives once per positive (Note [Few positives]); many sort the
 // negatives and the thresholds and binary-search them, s_p from the sorted negatives' prefix sums.
 // triplet_active(t, d) is d < t: the comparison both count.
@@ -136,7 +136,7 @@ struct AnchorTriplets {
 struct AnchorScratch {
   Tensor storage;
   AnchorTriplets lists;
-  Tensor weights;  // (B) of the embeddings' dtype, for the backward's expand_weights only
+  Tensor weights;  // (B) of the embeddings' dtype, for G's expand_weights only
   explicit AnchorScratch(int64_t B, std::optional<DType> weights_dtype = std::nullopt)
       : storage(Tensor::empty({8 * B + 1}, kF64)),
         weights(weights_dtype ? Tensor::empty({B}, {.dtype = *weights_dtype}) : Tensor()) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "core/error.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
@@ -49,52 +50,65 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
   return std::max<int64_t>(1, std::min(tiles.rows, tiles.whole_rows / std::max<int64_t>(N, 1)));
 }
 
-// Note [Waves without barriers]: a wave is 2 kWaveBlocks work items, its blocks (S, weights, dA)
-// and then kWaveBlocks parts of its dB update, each a range of dB's rows; the threads claim the
-// items in that order from a counter, and an item waits only for the items it needs: a dB part
-// for its wave's blocks, a block for the previous wave's dB parts (they read the rows it
-// overwrites). An item waits only for items claimed before it, which are running or done, so
-// nothing deadlocks at any thread count; and no wave ends in a pool-wide barrier (two per wave,
-// 16 per ArcFace step, cost about as much as the GEMM they saved).
+// Note [Waves without barriers]: wave w is kWaveBlocks block items (S, weights, dA) and then
+// kWaveBlocks part items of its dB update, each a range of dB's rows, claimed in that order from
+// a counter. A wave's rows live in one of `ring` buffers (one per kWaveBlocks threads, at least
+// one), so a block waits only for the parts of the wave that used its buffer before, and part p
+// of a wave waits for the wave's blocks and for part p of the wave before (dB's rows take the
+// waves in order). Every wait is for an item claimed earlier, which is running or done, so
+// nothing deadlocks at any thread count; the waves are fixed by M and the block size and dB
+// takes them in order, so the sums do not depend on the thread count: more threads only keep
+// more waves in flight. No wave ends in a pool-wide barrier (two per wave, 16 per ArcFace step,
+// cost about as much as the GEMM they saved).
+//
+// A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D) both null (no gradient) or both not:
+// dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S.
 template <class T, class RowFn>
 void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
                     T* dA, T* dB, RowFn&& row_fn) {
+  EMBER_CHECK((dA == nullptr) == (dB == nullptr), "whole_row_pass: expected both gradients or neither");
   const bool with_gradient = dA != nullptr;
   if (with_gradient) std::fill(dB, dB + N * D, T(0));
   const int64_t block = whole_row_block(N, tiles), wave = kWaveBlocks * block;
   const int64_t waves = (M + wave - 1) / wave, per_wave = 2 * kWaveBlocks;
-  const Tensor rows = Tensor::empty({std::min(M, wave) * N}, {.dtype = dtype});
-  T* S = rows.data<T>();
-  const Tensor counters = Tensor::empty({2 * waves}, {.dtype = DType::i64});  // per wave: blocks done, parts done
+  const int64_t ring = std::clamp<int64_t>(num_threads() / kWaveBlocks, 1, std::max<int64_t>(waves, 1));
+  const Tensor rows = Tensor::empty({ring * std::min(M, wave) * N}, {.dtype = dtype});
+  // Per wave: its blocks done (a count), and each of its parts done (a flag).
+  const Tensor counters = Tensor::empty({waves * (1 + kWaveBlocks)}, {.dtype = DType::i64});
   int64_t* blocks_done = counters.data<int64_t>();
-  int64_t* parts_done = blocks_done + waves;
-  std::fill(blocks_done, blocks_done + 2 * waves, int64_t(0));
+  int64_t* part_done = blocks_done + waves;  // [w * kWaveBlocks + p]
+  std::fill(blocks_done, blocks_done + waves * (1 + kWaveBlocks), int64_t(0));
   auto count = [](int64_t& c) { std::atomic_ref<int64_t>(c).fetch_add(1, std::memory_order_release); };
   std::atomic<int64_t> next{0};
-  std::atomic<bool> failed{false};  // an item threw: the items waiting for it stop (parallel_for rethrows)
-  auto wait_for = [&](int64_t& c) {
-    while (std::atomic_ref<int64_t>(c).load(std::memory_order_acquire) < kWaveBlocks && !failed.load())
-      std::this_thread::yield();
+  std::atomic<bool> failed{false};  // an item threw: the others stop (parallel_for rethrows)
+  auto reached = [&](int64_t& c, int64_t target) {  // false when an item failed meanwhile
+    while (std::atomic_ref<int64_t>(c).load(std::memory_order_acquire) < target)
+      if (failed.load()) return false;
+      else std::this_thread::yield();
+    return true;
   };
   parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
     const Tensor scratch = Tensor::empty({N}, {.dtype = dtype});
     for (int64_t t = next.fetch_add(1); t < waves * per_wave && !failed.load(); t = next.fetch_add(1)) {
       const int64_t w = t / per_wave, k = t % per_wave, w0 = w * wave, w1 = std::min(M, w0 + wave);
+      T* S = rows.data<T>() + (w % ring) * std::min(M, wave) * N;  // the wave's rows
       try {
-        if (k < kWaveBlocks) {  // block k of wave w
-          if (w > 0) wait_for(parts_done[w - 1]);
+        if (k < kWaveBlocks) {  // block k of wave w, once the parts that read its buffer before are done
+          for (int64_t p = 0; p < kWaveBlocks && w >= ring; ++p)
+            if (!reached(part_done[(w - ring) * kWaveBlocks + p], 1)) return;
           const int64_t r0 = std::min(w1, w0 + k * block), r1 = std::min(w1, r0 + block);
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
           for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
           if (with_gradient && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
           count(blocks_done[w]);
-        } else {  // part k - kWaveBlocks of dB += W_wave^T A_wave
-          const int64_t part = k - kWaveBlocks, n0 = N * part / kWaveBlocks, n1 = N * (part + 1) / kWaveBlocks;
-          wait_for(blocks_done[w]);
+        } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
+          const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
+          if (!reached(blocks_done[w], kWaveBlocks)) return;
+          if (w > 0 && !reached(part_done[(w - 1) * kWaveBlocks + p], 1)) return;
           if (with_gradient && n0 < n1)
             gemm<T>(true, false, n1 - n0, D, w1 - w0, T(1), S + n0, N, A + w0 * D, D, T(1), dB + n0 * D, D);
-          count(parts_done[w]);
+          count(part_done[w * kWaveBlocks + p]);
         }
       } catch (...) {
         failed.store(true);

@@ -46,9 +46,10 @@ void check_gradient_in_forward(LossFn loss_fn, const Tensor& emb, const Tensor& 
     without = loss_fn(x, labels, w);
   }
   CHECK(without.item() == loss.item());
-  loss.backward({}, /*retain_graph=*/true);
+  const Tensor tripled = mul(loss, 3.0);  // an upstream gradient of 3: a G scaled in place would show
+  tripled.backward({}, /*retain_graph=*/true);
   const Tensor dx = x.grad().clone(), dw = w.grad().clone();
-  loss.backward();
+  tripled.backward();
   check_close(x.grad(), mul(dx, 2.0), 0, 0);
   check_close(w.grad(), mul(dw, 2.0), 0, 0);
 }

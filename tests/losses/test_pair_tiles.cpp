@@ -2,8 +2,11 @@
 // ops/cpu/self_similarity_passes.h, ops/cpu/class_members.h): the per-class member lists they
 // visit positives through, the rounds of symmetric tiles, f32 tiles that start on the prepacked
 // panels of E (Note [Prepacked rows]) agreeing with tiles that take the plain GEMM, over a batch
-// of several tiles in both directions, and the same bits at any thread count.
+// of several tiles in both directions, and the same bits at any thread count; the class losses'
+// blocks of whole rows (ops/cpu/whole_cross_rows.h) likewise.
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -16,6 +19,7 @@
 #include "metric_loss_testing.h"
 #include "ops/cpu/class_members.h"
 #include "ops/cpu/self_similarity_passes.h"
+#include "ops/cpu/whole_cross_rows.h"
 
 using namespace ember;
 using namespace ember::metric_testing;
@@ -158,6 +162,66 @@ TEST_CASE("a symmetric-tile pass whose tile throws stops and rethrows at any thr
                             }),
                         "tile failed");
       CHECK(visited < 36);  // 8 blocks: 36 tiles, not all of them run
+    }
+  }
+  set_num_threads(before);
+}
+
+// Note [Waves without barriers]: the waves are fixed by the rows and the block size, and dB takes
+// them in order, whichever thread runs them; 4 threads keep two waves in flight. Blocks of 2
+// rows: 7 waves for ArcFace's 26 embeddings, 5 for ProxyAnchor's 17 proxies.
+TEST_CASE("CPU class losses in blocks of whole rows give the same bits at 1 to 4 threads", "[losses][pairs]") {
+  TilesGuard guard;
+  set_pair_tiles({.rows = 2, .cols = 5});
+  const int before = num_threads();
+  std::vector<int64_t> labels(26);
+  for (int64_t i = 0; i < 26; ++i) labels[size_t(i)] = (i * 5) % 17;
+  const Tensor y = labels_of(labels);
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    Generator gen(7);
+    const Tensor emb = randn({26, 12}, {.dtype = dtype}, &gen), weights = randn({17, 12}, {.dtype = dtype}, &gen);
+    const std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>> losses[] = {
+        {"arcface", [&](const Tensor& x, const Tensor& w) { return arcface_loss(x, y, w.t()); }},
+        {"proxyanchor", [&](const Tensor& x, const Tensor& w) { return proxy_anchor_loss(x, y, w); }},
+    };
+    for (const auto& [name, fn] : losses) {
+      INFO(name << " in " << dtype_name(dtype));
+      std::vector<Tensor> results;  // loss, d emb, d weights per thread count
+      for (const int threads : {1, 2, 3, 4}) {
+        set_num_threads(threads);
+        Tensor x = emb.detach().requires_grad_(), w = weights.detach().requires_grad_();
+        const Tensor loss = fn(x, w);
+        loss.backward();
+        results.insert(results.end(), {loss, x.grad(), w.grad()});
+      }
+      set_num_threads(before);
+      for (size_t r = 3; r < results.size(); ++r)
+        CHECK(max(abs(sub(results[r], results[r % 3]))).item() == 0.0);
+    }
+  }
+  set_num_threads(before);
+}
+
+// A block that throws must not leave the items waiting for it spinning, nor let them run on
+// rows it left half written: the pass stops and the error reaches the caller.
+TEST_CASE("a whole-row pass whose block throws stops and rethrows at any thread count", "[losses][pairs]") {
+  const int before = num_threads();
+  const int64_t M = 40, N = 8, D = 3;
+  std::vector<float> A(size_t(M * D), 0.5f), B(size_t(N * D), 0.25f), dA(size_t(M * D)), dB(size_t(N * D));
+  for (const int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_num_threads(threads);
+    for (const int64_t bad_row : {0, 9, 33}) {  // the first wave, a middle one, the last
+      std::atomic<int64_t> rows_weighed{0};
+      CHECK_THROWS_WITH(cpu::whole_row_pass<float>(
+                            {.rows = 2, .cols = 8}, DType::f32, A.data(), M, B.data(), N, D, dA.data(), dB.data(),
+                            [&](int64_t i, float*, float*, bool) {
+                              ++rows_weighed;
+                              std::this_thread::sleep_for(std::chrono::microseconds(200));
+                              if (i == bad_row) throw std::runtime_error("block failed");
+                            }),
+                        "block failed");
+      CHECK(rows_weighed.load() < M);
     }
   }
   set_num_threads(before);

@@ -177,9 +177,10 @@ TEST_CASE("triplet_margin_loss: without a gradient the loss is the same bits, an
       without = triplet_margin_loss(x, y, {.margin = 0.3});
     }
     CHECK(without.item() == with_grad.item());
-    with_grad.backward({}, /*retain_graph=*/true);
+    const Tensor tripled = mul(with_grad, 3.0);  // an upstream gradient of 3: a G scaled in place would show
+    tripled.backward({}, /*retain_graph=*/true);
     const Tensor first = x.grad().clone();
-    with_grad.backward();
+    tripled.backward();
     test::check_close(x.grad(), mul(first, 2.0), 0, 0);
   }
 }
