@@ -382,7 +382,7 @@ void mine_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, c
 
 void triplet_forward(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin,
                      const Tensor& poison, const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
-  if (triplets_fit_tiles(labels)) return triplet_tiled(tiles, e, labels, margin, poison, loss, triplets, term_grad);
+  if (triplet_tiled(tiles, e, labels, margin, poison, loss, triplets, term_grad)) return;
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
     forward_typed<T>(tiles, e, labels, margin, poison, loss, triplets);
     if (term_grad.defined()) term_gradient_typed<T>(tiles, e, labels, margin, triplets, term_grad);

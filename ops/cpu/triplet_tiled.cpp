@@ -32,6 +32,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <utility>
 
 #include "ops/cpu/class_members.h"
 #include "ops/cpu/self_similarity_passes.h"
@@ -47,8 +48,8 @@ namespace {
 template <class T>
 class PositiveSlots {
  public:
-  PositiveSlots(const T* E, int64_t B, int64_t D, const int64_t* y, double margin, DType dtype)
-      : members_(y, B), B_(B) {
+  PositiveSlots(ClassMembers members, const T* E, int64_t B, int64_t D, double margin, DType dtype)
+      : members_(std::move(members)), B_(B) {
     for (int64_t i = 0; i < B; ++i) slots_ = std::max(slots_, count(i));
     thresholds_ = Tensor::empty({slots_ * B}, {.dtype = dtype});
     distances_ = Tensor::empty({slots_ * B}, {.dtype = DType::f64});
@@ -110,12 +111,12 @@ void mask_own_label(const T* d, const int64_t* yc, int64_t yi, int64_t width, T*
 // the backward, the size of the gradient, and the backward scales it in place and hands it over
 // unless the graph is retained (scaled_forward_gradient in losses/metric_common.h).
 template <class T>
-void tiled_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
-                 const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
+void tiled_typed(const PairTiles& tiles, ClassMembers members, const Tensor& e, const Tensor& labels, double margin,
+                 const Tensor& poison, const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
   const int64_t B = e.size(0), D = e.size(1);
   const T* E = e.data<T>();
   const int64_t* y = labels.data<int64_t>();
-  const PositiveSlots<T> slots(E, B, D, y, margin, e.dtype());
+  const PositiveSlots<T> slots(std::move(members), E, B, D, margin, e.dtype());
   const DistanceTiles<T> distances(E, B, D, tiles.rows);
   const double* n = distances.norms.template data<double>();
   // Per row: its terms as an anchor from tile rows and from tile columns, and the sum of its far
@@ -218,18 +219,15 @@ void tiled_typed(const PairTiles& tiles, const Tensor& e, const Tensor& labels, 
 
 }  // namespace
 
-bool triplets_fit_tiles(const Tensor& labels) {
-  const ClassMembers members(labels.data<int64_t>(), labels.size(0));
+bool triplet_tiled(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
+                   const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
+  ClassMembers members(labels.data<int64_t>(), labels.size(0));  // the tiles' slots take these lists
   for (int64_t i = 0; i < labels.size(0); ++i)
     if (int64_t(members.of(i).size()) - 1 > kMaxTiledPositives) return false;
-  return true;
-}
-
-void triplet_tiled(const PairTiles& tiles, const Tensor& e, const Tensor& labels, double margin, const Tensor& poison,
-                   const Tensor& loss, const Tensor& triplets, const Tensor& term_grad) {
   dispatch_float(e.dtype(), "triplet_margin_loss", [&]<class T>(TypeTag<T>) {
-    tiled_typed<T>(tiles, e, labels, margin, poison, loss, triplets, term_grad);
+    tiled_typed<T>(tiles, std::move(members), e, labels, margin, poison, loss, triplets, term_grad);
   });
+  return true;
 }
 
 }  // namespace ember::cpu
