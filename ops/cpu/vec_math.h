@@ -66,17 +66,26 @@ T combine_lanes(const T (&part)[kAccLanes], T rest, Op op) {
 
 // max over f(0..n-1) of type T (-inf when n = 0; NaNs are skipped, a NaN input still poisons
 // anything computed from it afterwards).
+//
+// Note [Lane max as a loop]: GCC 12 unrolls a 16-lane loop completely before its vectorisers
+// run, and if-converts each lane's select into a scalar cmov on memory, which the SLP vectoriser
+// then leaves alone: the loop ran one float at a time (6.7% of an ArcFace step in a profile).
+// Kept a loop (`unroll 1`), the loop vectoriser turns the select into vmaxps, whose NaN rule is
+// the select's (a NaN v keeps the lane). A GCC vector type instead was built lane by lane from
+// scalar loads.
 template <class T, class F>
 T lane_max(int64_t n, F f) {
   constexpr T kLow = -std::numeric_limits<T>::infinity();
   T part[kAccLanes];
   for (int64_t k = 0; k < kAccLanes; ++k) part[k] = kLow;
   int64_t i = 0;
-  for (; i + kAccLanes <= n; i += kAccLanes)
+  for (; i + kAccLanes <= n; i += kAccLanes) {
+#pragma GCC unroll 1
     for (int64_t k = 0; k < kAccLanes; ++k) {
       const T v = f(i + k);
       part[k] = v > part[k] ? v : part[k];
     }
+  }
   T m = kLow;
   for (; i < n; ++i) {
     const T v = f(i);
@@ -123,6 +132,18 @@ T relu_backward_masked(T g, T y) {
   static_assert(sizeof(T) == sizeof(Bits));
   const Bits keep = Bits(0) - Bits(!(y <= T(0)));
   return std::bit_cast<T>(std::bit_cast<Bits>(g) & keep);
+}
+
+// keep ? a : b as bit masks, for a vectorised loop whose select has a load in an arm, e.g.
+// lane_sum(n, [&](int64_t k) { return select_bits(y[k] == c, s[k], 0.0f); }). Written as the
+// select, GCC 12 made it masked loads and summed the wrong lanes (Note [GCC 12 masked-load
+// miscompile]; a scratch check of that sum at 26 to 1,000 values was wrong for most classes).
+template <class T>
+T select_bits(bool keep, T a, T b) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  static_assert(sizeof(T) == sizeof(Bits));
+  const Bits mask = Bits(0) - Bits(keep);
+  return std::bit_cast<T>((std::bit_cast<Bits>(a) & mask) | (std::bit_cast<Bits>(b) & ~mask));
 }
 
 }  // namespace ember::cpu
