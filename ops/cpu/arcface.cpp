@@ -12,6 +12,7 @@
 //                similarities]).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/cpu/whole_cross_rows.h"
@@ -46,6 +47,42 @@ void weigh_arcface_row(T* sw, int64_t width, int64_t target, double lse, double 
   const T neg_lse = T(-lse), wt = T(g * scale), sl = T(scale);  // locals: not reloaded per pair
   for (int64_t k = 0; k < width; ++k) sw[k] = wt * fast_exp(std::fma(sl, sw[k], neg_lse));
   if (has_target) sw[target] = T(g * arcface_weight(true, target_cosine, margin, scale, lse));
+}
+
+// Note [One exp per logit]: a whole row's weights are its softmax, exp(x_k - lse), and the
+// log-sum-exp that gives lse already computed exp(x_k - m) for the row's max m: kept in place,
+// they become the weights by one factor exp(m - lse), which halves the row's exps (folding and
+// weighing with an exp each was about a sixth of an ArcFace step, with the max pass). Two
+// roundings instead of one: the weights move by an ulp or so, within the tests' tolerances.
+
+struct ArcFaceRow {
+  double lse, target_logit;
+};
+
+// Row i's whole row of cosines s (C classes, target in [0, C)) into its log-sum-exp and target
+// logit; with weigh, s becomes g d(lse - x_iy) / d s in place (weigh_arcface_row's weights), otherwise
+// it holds exp(scale s - m) after. A NaN cosine makes lse NaN (exp(NaN) reaches the sum).
+template <class T>
+ArcFaceRow arcface_whole_row(T* s, int64_t C, int64_t target, double margin, double scale, double g, bool weigh) {
+  constexpr T kLow = -std::numeric_limits<T>::infinity();
+  const T slope = T(scale);
+  const double target_cosine = double(s[target]);
+  const T m = lane_max<T>(C, [=](int64_t k) { return select_bits(k != target, slope * s[k], kLow); });
+  const T shift = m == kLow ? T(0) : m;  // only the target, or every other logit -inf or NaN
+  for (int64_t k = 0; k < C; ++k) s[k] = fast_exp(std::fma(slope, s[k], -shift));
+  s[target] = 0;
+  const double sum = lane_sum(C, [=](int64_t k) { return s[k]; });
+  OnlineLogSumExp acc;
+  if (sum != 0) acc.merge({double(shift), sum});
+  const double x = arcface_logit(true, target_cosine, margin, scale);
+  acc.add(x);
+  const double lse = acc.value();
+  if (weigh) {
+    const T factor = T(g * scale * std::exp(double(shift) - lse));
+    for (int64_t k = 0; k < C; ++k) s[k] *= factor;
+    s[target] = T(g * arcface_weight(true, target_cosine, margin, scale, lse));
+  }
+  return {lse, x};
 }
 
 // Streamed (Note [Streamed pairs]): each task owns a block of rows and folds tiles of e w^T into
@@ -105,11 +142,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
 
   if (fits_whole_rows(C, tiles)) {  // Note [Whole rows of cross similarities]
     const double g = B > 0 ? 1.0 / double(B) : 0.0;
-    whole_row_pass<T>(tiles, e.dtype(), E, B, W, C, D, dE, dW, [&](int64_t i, T* s, T* scratch, bool weigh) {
-      OnlineLogSumExp acc;
-      const double x = fold_arcface_row(acc, s, C, y[i], scratch, margin, scale);
-      lse[i] = acc.value(), row_loss[i] = lse[i] - x;
-      if (weigh) weigh_arcface_row(s, C, y[i], lse[i], g, margin, scale);
+    whole_row_pass<T>(tiles, e.dtype(), E, B, W, C, D, dE, dW, [&](int64_t i, T* s, bool weigh) {
+      const ArcFaceRow row = arcface_whole_row(s, C, y[i], margin, scale, g, weigh);
+      lse[i] = row.lse, row_loss[i] = row.lse - row.target_logit;
     });
   } else {
     streamed_forward(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, row_loss + B, lse, row_loss);

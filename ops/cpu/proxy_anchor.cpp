@@ -12,6 +12,9 @@
 //                [Streamed cross similarities]).
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
+#include <utility>
 
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/cpu/whole_cross_rows.h"
@@ -38,6 +41,34 @@ void fold_proxy_row(OnlineLogSumExp& pos, OnlineLogSumExp& neg, const T* s, cons
       pos, width, scratch, [=](int64_t k) { return std::fma(a_pos, s[k], b); }, [=](int64_t k) { return yi[k] == c; });
   fold_log_sum_exp<T>(
       neg, width, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b); }, [=](int64_t k) { return yi[k] != c; });
+}
+
+// Class c's whole row of cosines s over the batch (labels y, B embeddings) into its two
+// log-sum-exps {pos_c, neg_c}, each with PML's add_one; with weigh, s becomes d loss / d s in
+// place (proxy_anchor_weight's, pos_factor = -alpha / classes, neg_factor = alpha / C), otherwise
+// it holds each term's exp after. One exp per embedding (Note [One exp per logit] in
+// ops/cpu/arcface.cpp): exp(x_k - m) for its part's max m, the weight exp(x_k - lse) by one factor
+// per part. A NaN cosine reaches both sums through exp(NaN).
+template <class T>
+std::pair<double, double> proxy_whole_row(T* s, const int64_t* y, int64_t B, int64_t c, const ProxyExponents<T>& x,
+                                          double pos_factor, double neg_factor, bool weigh) {
+  constexpr T kLow = -std::numeric_limits<T>::infinity();
+  const T a_pos = x.a_pos, a_neg = x.a_neg, b = x.b;  // locals: not reloaded per embedding
+  for (int64_t k = 0; k < B; ++k) s[k] = std::fma(y[k] == c ? a_pos : a_neg, s[k], b);
+  // Each part's max, at least add_one's 0.
+  const T m_pos = std::max(T(0), lane_max<T>(B, [=](int64_t k) { return select_bits(y[k] == c, s[k], kLow); }));
+  const T m_neg = std::max(T(0), lane_max<T>(B, [=](int64_t k) { return select_bits(y[k] != c, s[k], kLow); }));
+  for (int64_t k = 0; k < B; ++k) s[k] = fast_exp(s[k] - (y[k] == c ? m_pos : m_neg));
+  const double sum_pos = lane_sum(B, [=](int64_t k) { return select_bits(y[k] == c, s[k], T(0)); });
+  const double sum_neg = lane_sum(B, [=](int64_t k) { return select_bits(y[k] != c, s[k], T(0)); });
+  const double pos = OnlineLogSumExp{double(m_pos), sum_pos + std::exp(-double(m_pos))}.value();
+  const double neg = OnlineLogSumExp{double(m_neg), sum_neg + std::exp(-double(m_neg))}.value();
+  if (weigh) {
+    const T f_pos = T(pos_factor * std::exp(double(m_pos) - pos));
+    const T f_neg = T(neg_factor * std::exp(double(m_neg) - neg));
+    for (int64_t k = 0; k < B; ++k) s[k] *= y[k] == c ? f_pos : f_neg;
+  }
+  return {pos, neg};
 }
 
 // The number of classes with a member in the batch.
@@ -109,7 +140,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   const int64_t* y = labels.data<int64_t>();
   check_class_labels("proxy_anchor_loss", y, B, C);
   double* st = stats.data<double>();  // (C, 2): [pos_c, neg_c]
-  const Tensor scratch = Tensor::empty({4 * C}, {.dtype = DType::f64});
+  const bool whole_rows = fits_whole_rows(B, tiles);
+  // classes_present's flags, then the streamed pass's running sums.
+  const Tensor scratch = Tensor::empty({whole_rows ? C : 4 * C}, {.dtype = DType::f64});
   const double classes = classes_present(y, B, C, scratch.data<double>());
   const ProxyExponents<T> x(margin, alpha);
   const bool with_gradient = de.defined() && classes > 0;
@@ -120,21 +153,10 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
     std::fill(dp.data<T>(), dp.data<T>() + C * D, T(0));
   }
 
-  if (fits_whole_rows(B, tiles)) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
-    const T pos_factor = T(-alpha / std::max(classes, 1.0)), neg_factor = T(alpha / double(C));
-    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* row_scratch, bool weigh) {
-      OnlineLogSumExp pos, neg;
-      pos.add(0), neg.add(0);  // PML's add_one
-      fold_proxy_row(pos, neg, s, y, B, c, row_scratch, x);
-      st[2 * c] = pos.value(), st[2 * c + 1] = neg.value();
-      if (!weigh) return;
-      // proxy_anchor_weight in T for every embedding, member or not, as selects.
-      const T b_pos = T(double(x.b) - st[2 * c]), b_neg = T(double(x.b) - st[2 * c + 1]);
-      const T a_pos = x.a_pos, a_neg = x.a_neg, fp = pos_factor, fn = neg_factor;  // locals: not reloaded
-      for (int64_t k = 0; k < B; ++k) {
-        const bool member = y[k] == c;
-        s[k] = (member ? fp : fn) * fast_exp(member ? std::fma(a_pos, s[k], b_pos) : std::fma(a_neg, s[k], b_neg));
-      }
+  if (whole_rows) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
+    const double pos_factor = -alpha / std::max(classes, 1.0), neg_factor = alpha / double(C);
+    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, bool weigh) {
+      std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, y, B, c, x, pos_factor, neg_factor, weigh);
     });
   } else {
     streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, scratch.data<double>(), st);

@@ -4,8 +4,8 @@
 //
 //   if (fits_whole_rows(N, tiles))
 //     whole_row_pass<T>(tiles, dtype, A, M, B, N, D, dA, dB,   // dA, dB null: no gradient
-//                       [&](int64_t i, T* s, T* scratch, bool with_gradient) { ... });
-//   // s: row i of S (N), turned in place into d loss / d s_i when with_gradient; scratch: N of T
+//                       [&](int64_t i, T* s, bool with_gradient) { ... });
+//   // s: row i of S (N), turned in place into d loss / d s_i when with_gradient
 //
 // Note [Whole rows of cross similarities]: ArcFace's softmax runs over a whole row of S (every
 // class of an embedding) and ProxyAnchor's two sums over a whole row of P E^T (every embedding of
@@ -40,6 +40,8 @@ inline constexpr int64_t kWaveBlocks = 2;  // blocks per wave: one per core on t
 // packing outweighs the GEMM it saves. ArcFace at 10,000 classes of dim 512 in blocks of 16 rows
 // took 87-90 ms per forward + backward against 73-79 streamed (lossprobe, 2 threads, alternated).
 inline constexpr int64_t kMinWholeRowBlock = 32;
+// Rows of dB per GEMM of a dB part (Note [dB in chunks]).
+inline constexpr int64_t kGradientChunkRows = 128;
 
 // Whether blocks of kMinWholeRowBlock rows of N values fit tiles.whole_rows values.
 inline bool fits_whole_rows(int64_t N, const PairTiles& tiles) { return N * kMinWholeRowBlock <= tiles.whole_rows; }
@@ -60,6 +62,13 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // takes them in order, so the sums do not depend on the thread count: more threads only keep
 // more waves in flight. No wave ends in a pool-wide barrier (two per wave, 16 per ArcFace step,
 // cost about as much as the GEMM they saved).
+//
+// Note [dB in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed (rows of
+// dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a quarter of
+// ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2). In chunks
+// of kGradientChunkRows rows of dB each GEMM packs at most half of that; the wave's rows of A are
+// its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp), so nothing is packed twice,
+// and every element of dB gets the same FMAs in the same order.
 //
 // A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D) both null (no gradient) or both not:
 // dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S.
@@ -88,7 +97,6 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
     return true;
   };
   parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
-    const Tensor scratch = Tensor::empty({N}, {.dtype = dtype});
     for (int64_t t = next.fetch_add(1); t < waves * per_wave && !failed.load(); t = next.fetch_add(1)) {
       const int64_t w = t / per_wave, k = t % per_wave, w0 = w * wave, w1 = std::min(M, w0 + wave);
       T* S = rows.data<T>() + (w % ring) * std::min(M, wave) * N;  // the wave's rows
@@ -99,15 +107,17 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           const int64_t r0 = std::min(w1, w0 + k * block), r1 = std::min(w1, r0 + block);
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
-          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
+          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, with_gradient);
           if (with_gradient && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
           if (!reached(blocks_done[w], kWaveBlocks)) return;
           if (w > 0 && !reached(part_done[(w - 1) * kWaveBlocks + p], 1)) return;
-          if (with_gradient && n0 < n1)
-            gemm<T>(true, false, n1 - n0, D, w1 - w0, T(1), S + n0, N, A + w0 * D, D, T(1), dB + n0 * D, D);
+          for (int64_t c0 = n0; with_gradient && c0 < n1; c0 += kGradientChunkRows) {  // Note [dB in chunks]
+            const int64_t c1 = std::min(n1, c0 + kGradientChunkRows);
+            gemm<T>(true, false, c1 - c0, D, w1 - w0, T(1), S + c0, N, A + w0 * D, D, T(1), dB + c0 * D, D);
+          }
           count(part_done[w * kWaveBlocks + p]);
         }
       } catch (...) {

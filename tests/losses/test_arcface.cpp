@@ -132,6 +132,13 @@ TEST_CASE("arcface_loss: tiles and blocks of whole rows equal one whole tile, wh
     }
 }
 
+TEST_CASE("arcface_loss: rows over 70 classes, whole or streamed, equal each other and PML's formula",
+          "[losses][arcface]") {
+  const ArcBatch b = beyond_batch(23, 40, 8, 70);
+  check_whole_rows_equal_streamed(arcface_fn, b.emb, b.W, b.labels);
+  CHECK(arcface_loss(b.emb, b.labels, b.W).item() == Approx(reference_arcface(b.emb, b.labels, b.W)).epsilon(1e-12));
+}
+
 TEST_CASE("arcface_loss: without a gradient the loss is the same bits and a retained graph repeats its gradients",
           "[losses][arcface]") {
   const ArcBatch b = beyond_batch(7, 13, 6, 11);

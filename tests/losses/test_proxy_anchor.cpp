@@ -107,6 +107,16 @@ TEST_CASE("proxy_anchor_loss: tiles and blocks of whole rows equal one whole til
     }
 }
 
+TEST_CASE("proxy_anchor_loss: rows over 70 embeddings, whole or streamed, equal each other and PML's formula",
+          "[losses][proxy_anchor]") {
+  const Tensor emb = f64_randn({70, 8}, 21), proxies = f64_randn({40, 8}, 22);
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < 70; ++i) labels.push_back((i * 7) % 37);  // classes 37 to 39 absent
+  const Tensor y = labels_of(labels);
+  check_whole_rows_equal_streamed(proxy_anchor_fn, emb, proxies, y);
+  CHECK(proxy_anchor_loss(emb, y, proxies).item() == Approx(reference_proxy_anchor(emb, y, proxies)).epsilon(1e-12));
+}
+
 TEST_CASE("proxy_anchor_loss: without a gradient the loss is the same bits and a retained graph repeats its gradients",
           "[losses][proxy_anchor]") {
   const Tensor emb = f64_randn({13, 6}, 5), proxies = f64_randn({11, 6}, 6);
