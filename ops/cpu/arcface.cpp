@@ -142,7 +142,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
 
   if (fits_whole_rows(C, tiles)) {  // Note [Whole rows of cross similarities]
     const double g = B > 0 ? 1.0 / double(B) : 0.0;
-    whole_row_pass<T>(tiles, e.dtype(), E, B, W, C, D, dE, dW, [&](int64_t i, T* s, bool weigh) {
+    whole_row_pass<T>(tiles, e.dtype(), E, B, W, C, D, dE, dW, [&](int64_t i, T* s, T*, bool weigh) {
       const ArcFaceRow row = arcface_whole_row(s, C, y[i], margin, scale, g, weigh);
       lse[i] = row.lse, row_loss[i] = row.lse - row.target_logit;
     });

@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <tuple>
 #include <utility>
 
+#include "ops/cpu/class_members.h"
 #include "ops/cpu/similarity_tiles.h"
 #include "ops/cpu/whole_cross_rows.h"
 #include "ops/kernels.h"
@@ -43,41 +45,38 @@ void fold_proxy_row(OnlineLogSumExp& pos, OnlineLogSumExp& neg, const T* s, cons
       neg, width, scratch, [=](int64_t k) { return std::fma(a_neg, s[k], b); }, [=](int64_t k) { return yi[k] != c; });
 }
 
-// Class c's whole row of cosines s over the batch (labels y, B embeddings) into its two
-// log-sum-exps {pos_c, neg_c}, each with PML's add_one; with weigh, s becomes d loss / d s in
-// place (proxy_anchor_weight's, pos_factor = -alpha / classes, neg_factor = alpha / C), otherwise
-// it holds each term's exp after. One exp per embedding (Note [One exp per logit] in
-// ops/cpu/arcface.cpp): exp(x_k - m) for its part's max m, the weight exp(x_k - lse) by one factor
-// per part. A NaN cosine reaches both sums through exp(NaN).
+// Class c's whole row of cosines s over the batch (B embeddings, `members` those with label c)
+// into its two log-sum-exps {pos_c, neg_c}, each with PML's add_one; with weigh, s becomes d loss
+// / d s in place (proxy_anchor_weight's; pos_divisor: the classes present, neg_factor = alpha /
+// C). The negatives take one exp each (Note [One exp per logit] in ops/cpu/arcface.cpp): exp(x -
+// m) for their max m, the weights by one factor exp(m - neg_c). The members, a few per class, are
+// taken out of the row first (their cosines to scratch, their exponents to -inf) and done one by
+// one in double, so no vector loop reads the labels. A NaN cosine reaches its part's sum.
 template <class T>
-std::pair<double, double> proxy_whole_row(T* s, const int64_t* y, int64_t B, int64_t c, const ProxyExponents<T>& x,
-                                          double pos_factor, double neg_factor, bool weigh) {
-  constexpr T kLow = -std::numeric_limits<T>::infinity();
-  const T a_pos = x.a_pos, a_neg = x.a_neg, b = x.b;  // locals: not reloaded per embedding
-  for (int64_t k = 0; k < B; ++k) s[k] = std::fma(y[k] == c ? a_pos : a_neg, s[k], b);
-  // Each part's max, at least add_one's 0.
-  const T m_pos = std::max(T(0), lane_max<T>(B, [=](int64_t k) { return select_bits(y[k] == c, s[k], kLow); }));
-  const T m_neg = std::max(T(0), lane_max<T>(B, [=](int64_t k) { return select_bits(y[k] != c, s[k], kLow); }));
-  for (int64_t k = 0; k < B; ++k) s[k] = fast_exp(s[k] - (y[k] == c ? m_pos : m_neg));
-  const double sum_pos = lane_sum(B, [=](int64_t k) { return select_bits(y[k] == c, s[k], T(0)); });
-  const double sum_neg = lane_sum(B, [=](int64_t k) { return select_bits(y[k] != c, s[k], T(0)); });
-  const double pos = OnlineLogSumExp{double(m_pos), sum_pos + std::exp(-double(m_pos))}.value();
-  const double neg = OnlineLogSumExp{double(m_neg), sum_neg + std::exp(-double(m_neg))}.value();
-  if (weigh) {
-    const T f_pos = T(pos_factor * std::exp(double(m_pos) - pos));
-    const T f_neg = T(neg_factor * std::exp(double(m_neg) - neg));
-    for (int64_t k = 0; k < B; ++k) s[k] *= y[k] == c ? f_pos : f_neg;
+std::pair<double, double> proxy_whole_row(T* s, std::span<const int64_t> members, int64_t B, T* scratch,
+                                          const ProxyExponents<T>& x, double margin, double alpha, double pos_divisor,
+                                          double neg_factor, bool weigh) {
+  const int64_t count = int64_t(members.size());
+  OnlineLogSumExp pos;
+  pos.add(0);  // PML's add_one
+  for (int64_t m = 0; m < count; ++m) {
+    scratch[m] = s[members[m]];
+    pos.add(proxy_anchor_exponent(true, double(scratch[m]), margin, alpha));
   }
-  return {pos, neg};
-}
-
-// The number of classes with a member in the batch.
-double classes_present(const int64_t* y, int64_t B, int64_t C, double* scratch) {
-  std::fill(scratch, scratch + C, 0.0);
-  for (int64_t i = 0; i < B; ++i) scratch[y[i]] = 1;
-  double classes = 0;
-  for (int64_t c = 0; c < C; ++c) classes += scratch[c];
-  return classes;
+  const T a_neg = x.a_neg, b = x.b;  // locals: not reloaded per embedding
+  for (int64_t k = 0; k < B; ++k) s[k] = std::fma(a_neg, s[k], b);
+  for (const int64_t k : members) s[k] = -std::numeric_limits<T>::infinity();
+  const T shift = std::max(T(0), lane_max<T>(B, [=](int64_t k) { return s[k]; }));  // add_one's 0 too
+  for (int64_t k = 0; k < B; ++k) s[k] = fast_exp(s[k] - shift);
+  const double sum = lane_sum(B, [=](int64_t k) { return s[k]; }) + std::exp(-double(shift));
+  const double neg = OnlineLogSumExp{double(shift), sum}.value();
+  if (weigh) {
+    const T factor = T(neg_factor * std::exp(double(shift) - neg));
+    for (int64_t k = 0; k < B; ++k) s[k] *= factor;
+    for (int64_t m = 0; m < count; ++m)
+      s[members[m]] = T(proxy_anchor_weight(true, double(scratch[m]), margin, alpha, pos.value(), pos_divisor));
+  }
+  return {pos.value(), neg};
 }
 
 // Streamed (Note [Streamed pairs]): each task owns a block of classes and folds tiles of p e^T into
@@ -141,9 +140,8 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   check_class_labels("proxy_anchor_loss", y, B, C);
   double* st = stats.data<double>();  // (C, 2): [pos_c, neg_c]
   const bool whole_rows = fits_whole_rows(B, tiles);
-  // classes_present's flags, then the streamed pass's running sums.
-  const Tensor scratch = Tensor::empty({whole_rows ? C : 4 * C}, {.dtype = DType::f64});
-  const double classes = classes_present(y, B, C, scratch.data<double>());
+  const MembersByClass by_class(y, B, C);
+  const double classes = double(by_class.present());
   const ProxyExponents<T> x(margin, alpha);
   const bool with_gradient = de.defined() && classes > 0;
   T* dE = with_gradient ? de.data<T>() : nullptr;
@@ -154,12 +152,13 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   }
 
   if (whole_rows) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
-    const double pos_factor = -alpha / std::max(classes, 1.0), neg_factor = alpha / double(C);
-    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, bool weigh) {
-      std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, y, B, c, x, pos_factor, neg_factor, weigh);
+    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* scratch, bool weigh) {
+      std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, by_class.of(c), B, scratch, x, margin, alpha,
+                                                           std::max(classes, 1.0), alpha / double(C), weigh);
     });
   } else {
-    streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, scratch.data<double>(), st);
+    const Tensor running = Tensor::empty({4 * C}, {.dtype = DType::f64});
+    streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, running.data<double>(), st);
     if (with_gradient) {
       const Tensor offsets = Tensor::empty({C}, {.dtype = e.dtype()});
       streamed_gradient(tiles, E, P, y, B, C, D, e.dtype(), margin, alpha, st, classes, offsets.data<T>(), dE, dP);

@@ -4,8 +4,8 @@
 //
 //   if (fits_whole_rows(N, tiles))
 //     whole_row_pass<T>(tiles, dtype, A, M, B, N, D, dA, dB,   // dA, dB null: no gradient
-//                       [&](int64_t i, T* s, bool with_gradient) { ... });
-//   // s: row i of S (N), turned in place into d loss / d s_i when with_gradient
+//                       [&](int64_t i, T* s, T* scratch, bool with_gradient) { ... });
+//   // s: row i of S (N), turned in place into d loss / d s_i when with_gradient; scratch: N of T
 //
 // Note [Whole rows of cross similarities]: ArcFace's softmax runs over a whole row of S (every
 // class of an embedding) and ProxyAnchor's two sums over a whole row of P E^T (every embedding of
@@ -97,6 +97,7 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
     return true;
   };
   parallel_for(0, num_threads(), 1, [&](int64_t, int64_t) {
+    const Tensor scratch = Tensor::empty({N}, {.dtype = dtype});
     for (int64_t t = next.fetch_add(1); t < waves * per_wave && !failed.load(); t = next.fetch_add(1)) {
       const int64_t w = t / per_wave, k = t % per_wave, w0 = w * wave, w1 = std::min(M, w0 + wave);
       T* S = rows.data<T>() + (w % ring) * std::min(M, wave) * N;  // the wave's rows
@@ -107,7 +108,7 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           const int64_t r0 = std::min(w1, w0 + k * block), r1 = std::min(w1, r0 + block);
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
-          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, with_gradient);
+          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
           if (with_gradient && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p

@@ -215,7 +215,7 @@ TEST_CASE("a whole-row pass whose block throws stops and rethrows at any thread 
       std::atomic<int64_t> rows_weighed{0};
       CHECK_THROWS_WITH(cpu::whole_row_pass<float>(
                             {.rows = 2, .cols = 8}, DType::f32, A.data(), M, B.data(), N, D, dA.data(), dB.data(),
-                            [&](int64_t i, float*, bool) {
+                            [&](int64_t i, float*, float*, bool) {
                               ++rows_weighed;
                               std::this_thread::sleep_for(std::chrono::microseconds(200));
                               if (i == bad_row) throw std::runtime_error("block failed");
