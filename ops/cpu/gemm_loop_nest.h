@@ -16,7 +16,8 @@
 // instead of pack_bt: the packed K block at pc for the kTileColumns columns from `column`. A
 // Packing that reads op(B) in place (Note [B in place] in ops/cpu/gemm_packed.cpp) has
 // `b_rows(pc, column)`, op(B)'s row pc from that column, and `ldb`, the distance between its
-// rows, instead: its kernel is an f32 MicroKernel, which takes the rows' stride.
+// rows, instead: its kernel (an f32 MicroKernel, whose steps are values of K, or a
+// Bf16RowsMicroKernel) takes the rows, their stride and kc.
 #pragma once
 
 #include <algorithm>
@@ -209,7 +210,6 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
     // The K block starting at pc is the steps(kc) x nc_padded matrix at b_pack + steps(pc) * nc_padded.
     auto b_panel = [&](int64_t pc, int64_t kc, int64_t jr) -> const Packed* {
       if constexpr (prepacked) return packing.b_panel(pc, jc + jr);
-      else if constexpr (in_place) return packing.b_rows(pc, jc + jr);
       else return b_pack + Packing::steps(pc) * nc_padded + jr * Packing::steps(kc);
     };
     if constexpr (packs_b) {
@@ -261,7 +261,7 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
             if constexpr (packs_b) {
               if (b_per_tile) packing.pack_bt(jc + jr, n, pc, kc, b_tile_pack);
               else b_tile = b_panel(pc, kc, jr);
-            } else {
+            } else if constexpr (!in_place) {
               b_tile = b_panel(pc, kc, jr);
             }
             for (int64_t ir = 0; ir < mc; ir += kRows) {
@@ -270,11 +270,12 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
               if (last && column_bias) update.column_bias = column_bias + jc + jr;
               const Packed* a_tile = a_block + ir * steps;
               float* c_tile = C + (ic + ir) * ldc + jc + jr;
-              // The f32 kernels take the stride of B's rows: a packed panel's, or op(B)'s own.
-              if constexpr (std::is_same_v<typename Packing::Kernel, MicroKernel>) {
-                int64_t ldb = kColumns;
-                if constexpr (in_place) ldb = packing.ldb;
-                kernel(steps, a_tile, b_tile, ldb, c_tile, ldc, m, n, update);
+              // The kernels that read B in place take its rows, their stride and the K values; the
+              // f32 kernel takes the stride of a packed panel's rows too.
+              if constexpr (in_place) {
+                kernel(kc, a_tile, packing.b_rows(pc, jc + jr), packing.ldb, c_tile, ldc, m, n, update);
+              } else if constexpr (std::is_same_v<typename Packing::Kernel, MicroKernel>) {
+                kernel(steps, a_tile, b_tile, kColumns, c_tile, ldc, m, n, update);
               } else {
                 kernel(steps, a_tile, b_tile, c_tile, ldc, m, n, update);
               }

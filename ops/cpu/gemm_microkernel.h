@@ -57,6 +57,18 @@ using Bf16Pair = uint32_t;
 using Bf16MicroKernel = void (*)(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m,
                                  int n, const TileUpdate& update);
 
+// Note [bf16 pairs from B's rows]: where op(B) is B itself in bf16, row-major, a step's pairs are
+// two of B's rows side by side: B[2p][j] and B[2p + 1][j]. Packing interleaves them into the
+// micro-panel above and the kernel reads it back; in a bf16 SE-ResNeXt step that packing (most
+// of it the 1x1 convolutions' inputs) took 9 ms of 104 (perf). This kernel instead loads the
+// tile's 48 columns of both rows (a 32-word and a 16-word load each, masked at the tile's last
+// columns, so it never reads past them) and interleaves them in registers: three vpermt2w per
+// step against 24 vdpbf16ps, which run on other ports. Its sums are the packed kernel's, the same
+// vdpbf16ps on the same pairs in the same order, so the bits do not change (a test checks).
+// kc values of K (an odd one's last row pairs with zero); b: row k of the tile at b + k * ldb.
+using Bf16RowsMicroKernel = void (*)(int64_t kc, const Bf16Pair* a, const uint16_t* b, int64_t ldb, float* c,
+                                     int64_t ldc, int m, int n, const TileUpdate& update);
+
 // Plain C++ loops the compiler vectorises for whatever the build targets (EMBER_NATIVE=OFF).
 void portable_micro_kernel(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int m,
                            int n, const TileUpdate& update);
@@ -70,6 +82,9 @@ MicroKernel avx512_micro_kernel();
 void portable_bf16_micro_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m,
                                 int n, const TileUpdate& update);
 Bf16MicroKernel avx512_bf16_micro_kernel();
+// The vdpbf16ps kernel that reads op(B) = B in place (Note [bf16 pairs from B's rows]), or nullptr
+// where avx512_bf16_micro_kernel is.
+Bf16RowsMicroKernel avx512_bf16_rows_micro_kernel();
 // The multiply-adds per second of vdpbf16ps over those of vfmadd (zmm, independent chains,
 // measured once, about 2 ms); 0 where the build has no AVX512-BF16 (Note [Widened bf16 GEMM]).
 double avx512_bf16_dot_speedup();

@@ -24,9 +24,11 @@ constexpr int64_t kPrefetchA = 16;  // steps: 512 bytes, 8 lines, ~200 cycles of
 // One K step of the f32 tile: acc[i][v] += a[i] * b[16 v .. 16 v + 15], the last vector's lanes
 // outside `tail` zero when kTail.
 struct F32Step {
-  using Packed = float;
+  using APacked = float;
+  using BElement = float;
+  static constexpr int kRows = 1;  // rows of B per step
   template <int NV, bool kTail>
-  static void step(const float* a, const float* b, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
+  static void step(const float* a, const float* b, int64_t, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
     __m512 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
@@ -44,9 +46,11 @@ struct F32Step {
 // One step of the bf16 tile, two values of K: each lane of acc[i][v] gains a's pair for row i
 // times the pair of B in that lane's column (Note [bf16 packed panels]).
 struct Bf16Step {
-  using Packed = Bf16Pair;
+  using APacked = Bf16Pair;
+  using BElement = Bf16Pair;
+  static constexpr int kRows = 1;
   template <int NV, bool kTail>
-  static void step(const Bf16Pair* a, const Bf16Pair* b, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
+  static void step(const Bf16Pair* a, const Bf16Pair* b, int64_t, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
     __m512bh bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
@@ -60,11 +64,83 @@ struct Bf16Step {
     }
   }
 };
+
+// Words 2j and 2j + 1 of a vector of pairs from word first + j of two rows' vectors x and y
+// (_mm512_permutex2var_epi16's index: 32 + w is word w of y), j in [0, 16).
+struct PairIndex {
+  alignas(64) uint16_t words[32];
+};
+constexpr PairIndex pair_index(int first) {
+  PairIndex index{};
+  for (int j = 0; j < 16; ++j) index.words[2 * j] = uint16_t(first + j), index.words[2 * j + 1] = uint16_t(32 + first + j);
+  return index;
+}
+constexpr PairIndex kLowPairs = pair_index(0), kHighPairs = pair_index(16);
+
+// One step of the bf16 tile with op(B) = B read in place (Note [bf16 pairs from B's rows] in
+// ops/cpu/gemm_microkernel.h): B's rows 2p and 2p + 1, ldb apart, become the step's vectors of
+// pairs in registers.
+struct Bf16RowsStep {
+  using APacked = Bf16Pair;
+  using BElement = uint16_t;
+  static constexpr int kRows = 2;
+
+  // The tile's columns of one row of B: 16 words in w0 (NV 1), 32 (NV 2 and 3), and words 32 to 47
+  // in w1 (NV 3); columns past the tile's last (tail) are not read, and load as zero.
+  template <int NV, bool kTail>
+  static void load_row(const uint16_t* row, __mmask16 tail, __m512i& w0, __m512i& w1) {
+    auto half = [&](const uint16_t* p) {  // 16 words; the upper half of the vector is never used
+      return _mm512_castsi256_si512(kTail ? _mm256_maskz_loadu_epi16(tail, p)
+                                          : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    };
+    if constexpr (NV == 1) {
+      w0 = half(row);
+    } else {
+      w0 = NV == 2 && kTail ? _mm512_maskz_loadu_epi16((__mmask32(tail) << 16) | 0xFFFFu, row) : _mm512_loadu_si512(row);
+      if constexpr (NV == 3) w1 = half(row + 32);
+    }
+  }
+
+  template <int NV>
+  static void multiply(const Bf16Pair* a, __m512i e0, __m512i e1, __m512i o0, __m512i o1,
+                       __m512 (&acc)[kMR][NV]) {
+    const __m512i low = _mm512_load_si512(kLowPairs.words), high = _mm512_load_si512(kHighPairs.words);
+    __m512bh bv[NV];
+    bv[0] = (__m512bh)_mm512_permutex2var_epi16(e0, low, o0);
+    if constexpr (NV >= 2) bv[1] = (__m512bh)_mm512_permutex2var_epi16(e0, high, o0);
+    if constexpr (NV == 3) bv[2] = (__m512bh)_mm512_permutex2var_epi16(e1, low, o1);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(a[i]));
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+
+  template <int NV, bool kTail>
+  static void step(const Bf16Pair* a, const uint16_t* b, int64_t ldb, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
+    __m512i e0, e1 = _mm512_setzero_si512(), o0, o1 = _mm512_setzero_si512();
+    load_row<NV, kTail>(b, tail, e0, e1);
+    load_row<NV, kTail>(b + ldb, tail, o0, o1);
+    multiply<NV>(a, e0, e1, o0, o1, acc);
+  }
+
+  // An odd K's last row: the pair's second value is zero (as A's, Note [bf16 packed panels]);
+  // the row past it is not read.
+  template <int NV, bool kTail>
+  static void last_row(const Bf16Pair* a, const uint16_t* b, __mmask16 tail, __m512 (&acc)[kMR][NV]) {
+    __m512i e0, e1 = _mm512_setzero_si512();
+    load_row<NV, kTail>(b, tail, e0, e1);
+    multiply<NV>(a, e0, e1, _mm512_setzero_si512(), _mm512_setzero_si512(), acc);
+  }
+};
 #endif
 
+// Step::kRows rows of B per step, row k of the tile's B at b + k * ldb; with odd_row (kRows 2), one
+// more row after the steps' (an odd K).
 template <class Step, int NV, bool kTail>
-void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
-                 float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
+void tile_kernel(int64_t steps, const typename Step::APacked* a, const typename Step::BElement* b, int64_t ldb,
+                 float* c, int64_t ldc, int m, int n, const TileUpdate& update, bool odd_row) {
   // C is read or written only after the K loop: start bringing its rows in now.
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
@@ -81,8 +157,10 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
     // The panel of A streams from L2 (B's rows, packed or in place, are reused by the block's
     // other tiles and stay near): ask for A a few lines ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchA) * kMR), _MM_HINT_T0);
-    Step::template step<NV, kTail>(a + k * kMR, b + k * ldb, tail, acc);
+    Step::template step<NV, kTail>(a + k * kMR, b + k * Step::kRows * ldb, ldb, tail, acc);
   }
+  if constexpr (Step::kRows == 2)
+    if (odd_row) Step::template last_row<NV, kTail>(a + steps * kMR, b + steps * 2 * ldb, tail, acc);
 
   const VectorEpilogue epilogue(update);
 #pragma GCC unroll 8
@@ -95,18 +173,18 @@ void tile_kernel(int64_t steps, const typename Step::Packed* a, const typename S
 }
 
 template <class Step, int NV>
-void tile_kernel_of_width(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
-                          float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
-  if (n % 16 == 0) tile_kernel<Step, NV, false>(steps, a, b, ldb, c, ldc, m, n, update);
-  else tile_kernel<Step, NV, true>(steps, a, b, ldb, c, ldc, m, n, update);
+void tile_kernel_of_width(int64_t steps, const typename Step::APacked* a, const typename Step::BElement* b,
+                          int64_t ldb, float* c, int64_t ldc, int m, int n, const TileUpdate& update, bool odd_row) {
+  if (n % 16 == 0) tile_kernel<Step, NV, false>(steps, a, b, ldb, c, ldc, m, n, update, odd_row);
+  else tile_kernel<Step, NV, true>(steps, a, b, ldb, c, ldc, m, n, update, odd_row);
 }
 
 template <class Step>
-void avx512_kernel(int64_t steps, const typename Step::Packed* a, const typename Step::Packed* b, int64_t ldb,
-                   float* c, int64_t ldc, int m, int n, const TileUpdate& update) {
-  if (n > 32) tile_kernel_of_width<Step, 3>(steps, a, b, ldb, c, ldc, m, n, update);
-  else if (n > 16) tile_kernel_of_width<Step, 2>(steps, a, b, ldb, c, ldc, m, n, update);
-  else tile_kernel_of_width<Step, 1>(steps, a, b, ldb, c, ldc, m, n, update);
+void avx512_kernel(int64_t steps, const typename Step::APacked* a, const typename Step::BElement* b, int64_t ldb,
+                   float* c, int64_t ldc, int m, int n, const TileUpdate& update, bool odd_row = false) {
+  if (n > 32) tile_kernel_of_width<Step, 3>(steps, a, b, ldb, c, ldc, m, n, update, odd_row);
+  else if (n > 16) tile_kernel_of_width<Step, 2>(steps, a, b, ldb, c, ldc, m, n, update, odd_row);
+  else tile_kernel_of_width<Step, 1>(steps, a, b, ldb, c, ldc, m, n, update, odd_row);
 }
 
 // Note [Narrow column tiles]: the last tile of C is as narrow as N mod 48 (1 column at N = 49, a
@@ -165,6 +243,11 @@ void avx512_bf16_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, flo
                         const TileUpdate& update) {
   avx512_kernel<Bf16Step>(steps, a, b, kNR, c, ldc, m, n, update);
 }
+
+void avx512_bf16_rows_kernel(int64_t kc, const Bf16Pair* a, const uint16_t* b, int64_t ldb, float* c, int64_t ldc,
+                             int m, int n, const TileUpdate& update) {
+  avx512_kernel<Bf16RowsStep>(kc / 2, a, b, ldb, c, ldc, m, n, update, kc % 2 != 0);
+}
 #endif
 
 }  // namespace
@@ -176,6 +259,7 @@ MicroKernel avx512_micro_kernel() { return nullptr; }
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 Bf16MicroKernel avx512_bf16_micro_kernel() { return avx512_bf16_kernel; }
+Bf16RowsMicroKernel avx512_bf16_rows_micro_kernel() { return avx512_bf16_rows_kernel; }
 
 namespace {
 // Seconds for `iters` rounds of kChains independent chains of `step` (the accumulators stay in
@@ -221,6 +305,7 @@ double avx512_bf16_dot_speedup() {
 }
 #else
 Bf16MicroKernel avx512_bf16_micro_kernel() { return nullptr; }
+Bf16RowsMicroKernel avx512_bf16_rows_micro_kernel() { return nullptr; }
 double avx512_bf16_dot_speedup() { return 0; }
 #endif
 

@@ -156,21 +156,6 @@ struct InPlaceF32Packing : F32PackingOfA {
   const float* b_rows(int64_t pc, int64_t column) const { return b + pc * ldb + column; }
 };
 
-BRows b_rows_override() {
-  static const BRows rows = [] {
-    const char* text = std::getenv("EMBER_GEMM_B");
-    const std::string_view choice = text ? text : "";
-    return choice == "packed" ? BRows::packed : choice == "in_place" ? BRows::in_place : BRows::by_shape;
-  }();
-  return rows;
-}
-
-bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t ldb) {
-  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, K);
-  if (threaded) return M <= kInPlaceMaxRowsThreaded;
-  return M <= kInPlaceMaxRows && (ldb * int64_t(sizeof(float))) % kSetAliasingStride != 0;
-}
-
 // Note [Prepacked A]: a convolution's forward multiplies every image's columns by the same
 // weights, one GEMM per image (per image and group: Note [Batched over images and groups] in
 // conv.cpp), and each GEMM packed all of the weights again: at batch 8 SE-ResNeXt-50's last
@@ -196,6 +181,21 @@ struct PrepackedF32Packing : F32PackingOfA {  // op(A): (M, k)
 
 }  // namespace
 
+BRows b_rows_override() {
+  static const BRows rows = [] {
+    const char* text = std::getenv("EMBER_GEMM_B");
+    const std::string_view choice = text ? text : "";
+    return choice == "packed" ? BRows::packed : choice == "in_place" ? BRows::in_place : BRows::by_shape;
+  }();
+  return rows;
+}
+
+bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t row_bytes) {
+  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, K);
+  if (threaded) return M <= kInPlaceMaxRowsThreaded;
+  return M <= kInPlaceMaxRows && row_bytes % kSetAliasingStride != 0;
+}
+
 const Blocking& cache_blocking() {
   static const Blocking blocking = derive_blocking(2, 384);
   return blocking;
@@ -216,7 +216,7 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
                  BRows b_rows) {
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{{{A, lda, trans_a}}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
@@ -289,7 +289,7 @@ void gemm_packed_a(const PackedA& a, bool trans_b, int64_t N, const float* B, in
   const Blocking& blocking = cache_blocking();
   F32PackingOfA of_a{{nullptr, 0, false}, a.panels.data<float>(), round_up(M, kMR)};
   BRows b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{of_a, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, 1.0f, beta, C, ldc, act, bias.rows, bias.columns);

@@ -38,6 +38,13 @@ MicroKernel default_micro_kernel();
 // and packs otherwise.
 enum class BRows { by_shape, packed, in_place };
 
+// EMBER_GEMM_B=packed|in_place, or by_shape where it is not set (read once).
+BRows b_rows_override();
+
+// The by_shape choice (Note [B in place] in gemm_packed.cpp): whether reading op(B) = B in place
+// pays for an M x N x K product whose rows of B are row_bytes apart.
+bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t row_bytes);
+
 // The GEMM with an explicit kernel and blocking. Splits C over ember's pool (Note [GEMM
 // threads]); runs on the calling thread inside a parallel_for. Results do not depend on the
 // number of threads, nor on `b_rows`. K must be positive.
@@ -71,9 +78,12 @@ const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel);
 
 // cpu::gemm_bf16 with an explicit kernel and blocking (blocking.kc is rounded up to even for a
 // dot kernel, to whole tiles for AMX). K must be positive.
+// b_rows as gemm_packed's: in_place applies to the AVX512-BF16 dot kernel with op(B) = B in
+// bf16 (Note [bf16 pairs from B's rows] in gemm_microkernel.h), which packs otherwise.
 void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha,
                       const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc, Activation act,
-                      const float* row_bias = nullptr, const float* column_bias = nullptr);
+                      const float* row_bias = nullptr, const float* column_bias = nullptr,
+                      BRows b_rows = BRows::by_shape);
 
 // The widened form alone (ops/cpu/gemm_bf16_widened.cpp).
 void gemm_packed_bf16_widened(MicroKernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K,

@@ -95,13 +95,12 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
   }
 }
 
-// The bf16 form of the loop nest's Packing (ops/cpu/gemm_loop_nest.h): two K values per element.
-struct Bf16Packing {
+// What the bf16 forms of the loop nest's Packing (ops/cpu/gemm_loop_nest.h) share: two K values
+// per element, op(A) packed into pairs; they differ in where op(B)'s pairs come from.
+struct Bf16PackingOfA {
   using Packed = Bf16Pair;
-  using Kernel = Bf16MicroKernel;
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
-  GemmOperand a;   // op(A): (M, K), trans as given
-  GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
+  GemmOperand a;                       // op(A): (M, K), trans as given
   const Bf16Pair* a_panels = nullptr;  // or all of op(A), packed before the call (Note [Prepacked A])
   int64_t a_rows_padded = 0;           // M rounded up to kMR
   static int64_t steps(int64_t kc) { return (kc + 1) / 2; }
@@ -113,10 +112,60 @@ struct Bf16Packing {
   void pack_a(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
     pack<kMR>(a, r0, rows, p0, kc, dst);
   }
+};
+
+// op(B) packed into pairs per call.
+struct Bf16Packing : Bf16PackingOfA {
+  using Kernel = Bf16MicroKernel;
+  GemmOperand bt;  // op(B)^T: (N, K), B with the opposite trans
   void pack_bt(int64_t r0, int64_t rows, int64_t p0, int64_t kc, Bf16Pair* dst) const {
     pack<kNR>(bt, r0, rows, p0, kc, dst);
   }
 };
+
+// op(B) = B in bf16 read in place (Note [bf16 pairs from B's rows] in gemm_microkernel.h).
+struct Bf16InPlacePacking : Bf16PackingOfA {
+  using Kernel = Bf16RowsMicroKernel;
+  const uint16_t* b;
+  int64_t ldb;  // row k at b + k * ldb
+  const uint16_t* b_rows(int64_t pc, int64_t column) const { return b + pc * ldb + column; }
+};
+
+// The kernel that reads B in place beside `dot`, where there is one: only the AVX512-BF16 one's.
+Bf16RowsMicroKernel rows_kernel_of(Bf16MicroKernel dot) {
+  return dot != nullptr && dot == avx512_bf16_micro_kernel() ? avx512_bf16_rows_micro_kernel() : nullptr;
+}
+
+// Note [bf16 B in place by shape]: the in-place kernel saves the packing of B but pays three
+// vpermt2w per step in every row tile, where a packed micro-panel is interleaved once for all
+// of them; so it pays only where few row tiles share each micro-panel. Measured on Zen 5
+// (2026-12-07, gemmprobe, medians of 200-300 calls, packed -> in place, two rounds), us:
+// 32x3136x288 190-197 -> 166-168 on one thread, 116-117 -> 98-101 on two; 48x3136x256 227-285 ->
+// 208-211; 64x3136x256 283-287 -> 278-283; 96x3136x256 420-423 -> 434-452; 128x3136x256 553-560 ->
+// 582-591 on one thread. Hence at most 64 rows of A, and the f32 rule's other conditions.
+constexpr int64_t kBf16InPlaceMaxRows = 64;
+
+// Runs the dot kernel's loop nest over `of_a` and op(B) (B with trans_b): in place where b_rows
+// asks for it (by_shape: Note [bf16 B in place by shape]) and the kernel and B allow it, packed
+// otherwise.
+void run_dot_loop_nest(Bf16MicroKernel dot, const Bf16PackingOfA& of_a, const GemmOperand& B, BRows b_rows,
+                       const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha, float beta, float* C,
+                       int64_t ldc, Activation act, const float* row_bias, const float* column_bias) {
+  const Bf16RowsMicroKernel rows_kernel = rows_kernel_of(dot);
+  if (rows_kernel && B.bf16 && !B.trans) {
+    if (b_rows == BRows::by_shape) b_rows = b_rows_override();
+    if (b_rows == BRows::by_shape)
+      b_rows = M <= kBf16InPlaceMaxRows && b_in_place_pays(M, N, K, B.ld * int64_t(sizeof(uint16_t)))
+                   ? BRows::in_place
+                   : BRows::packed;
+    if (b_rows == BRows::in_place) {
+      const Bf16InPlacePacking packing{of_a, B.bf16, B.ld};
+      return run_loop_nest(packing, rows_kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+    }
+  }
+  const Bf16Packing packing{of_a, {B.bf16, B.f32, B.ld, !B.trans}};
+  run_loop_nest(packing, dot, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
+}
 
 }  // namespace
 
@@ -180,7 +229,7 @@ const Blocking& bf16_kernel_blocking(const Bf16Kernel& kernel) {
 
 void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, int64_t N, int64_t K, float alpha,
                       const GemmOperand& A, const GemmOperand& B, float beta, float* C, int64_t ldc, Activation act,
-                      const float* row_bias, const float* column_bias) {
+                      const float* row_bias, const float* column_bias, BRows b_rows) {
   EMBER_CHECK((kernel.dot != nullptr) + (kernel.widened != nullptr) + (kernel.amx != nullptr) == 1,
               "gemm_packed_bf16: expected exactly one of a dot, a widened and an AMX micro-kernel");
   if (kernel.widened)
@@ -189,9 +238,8 @@ void gemm_packed_bf16(Bf16Kernel kernel, const Blocking& blocking, int64_t M, in
   if (kernel.amx)
     return gemm_packed_bf16_amx(kernel.amx, blocking, M, N, K, alpha, A, B, beta, C, ldc, act, row_bias,
                                 column_bias);
-  const Bf16Packing packing{A, {B.bf16, B.f32, B.ld, !B.trans}};
-  run_loop_nest(packing, kernel.dot, pair_blocking(blocking), M, N, K, alpha, beta, C, ldc, act, row_bias,
-                column_bias);
+  run_dot_loop_nest(kernel.dot, Bf16PackingOfA{A}, B, b_rows, pair_blocking(blocking), M, N, K, alpha, beta, C, ldc,
+                    act, row_bias, column_bias);
 }
 
 }  // namespace ember::cpu::gemm_detail
@@ -217,14 +265,14 @@ PackedA pack_a_bf16(bool trans_a, int64_t M, int64_t K, const uint16_t* A, int64
   const Blocking blocking = pair_blocking(bf16_kernel_blocking(kernel));
   const int64_t padded = round_up(M, kMR), panels = padded / kMR;
   // Block pc holds steps(kc) pairs per row at steps(pc) * padded: every block but the last is even.
-  PackedA packed{Tensor::empty({padded * Bf16Packing::steps(K)}, {.dtype = DType::i32}), M, K};
+  PackedA packed{Tensor::empty({padded * Bf16PackingOfA::steps(K)}, {.dtype = DType::i32}), M, K};
   Bf16Pair* dst = reinterpret_cast<Bf16Pair*>(packed.panels.data<int32_t>());
   const GemmOperand a = gemm_operand(A, lda, trans_a);
   for (int64_t pc = 0; pc < K; pc += blocking.kc) {
-    const int64_t kc = std::min(blocking.kc, K - pc), steps = Bf16Packing::steps(kc);
+    const int64_t kc = std::min(blocking.kc, K - pc), steps = Bf16PackingOfA::steps(kc);
     parallel_for(0, panels, std::max<int64_t>(1, (int64_t(1) << 14) / (steps * kMR)), [&](int64_t p0, int64_t p1) {
-      Bf16Packing::pack<kMR>(a, p0 * kMR, std::min(M, p1 * kMR) - p0 * kMR, pc, kc,
-                             dst + Bf16Packing::steps(pc) * padded + p0 * kMR * steps);
+      Bf16PackingOfA::pack<kMR>(a, p0 * kMR, std::min(M, p1 * kMR) - p0 * kMR, pc, kc,
+                             dst + Bf16PackingOfA::steps(pc) * padded + p0 * kMR * steps);
     });
   }
   return packed;
@@ -238,11 +286,10 @@ void gemm_packed_a_bf16(const PackedA& a, bool trans_b, int64_t N, const uint16_
               "gemm_packed_a_bf16: expected A packed as pairs by pack_a_bf16 (K >= 1), got ",
               a.panels.defined() ? "K " + std::to_string(a.K) : std::string("no panels"));
   if (a.M == 0 || N == 0) return;
-  Bf16Packing packing{{}, gemm_operand(B, ldb, !trans_b)};  // op(B)^T (N, K)
-  packing.a_panels = reinterpret_cast<const Bf16Pair*>(a.panels.data<int32_t>());
-  packing.a_rows_padded = round_up(a.M, kMR);
-  run_loop_nest(packing, kernel.dot, pair_blocking(bf16_kernel_blocking(kernel)), a.M, N, a.K, 1.0f, beta, C, ldc,
-                act, bias.rows, bias.columns);
+  const Bf16PackingOfA of_a{{}, reinterpret_cast<const Bf16Pair*>(a.panels.data<int32_t>()), round_up(a.M, kMR)};
+  run_dot_loop_nest(kernel.dot, of_a, gemm_operand(B, ldb, trans_b), BRows::by_shape,
+                    pair_blocking(bf16_kernel_blocking(kernel)), a.M, N, a.K, 1.0f, beta, C, ldc, act, bias.rows,
+                    bias.columns);
 }
 
 }  // namespace ember::cpu

@@ -99,18 +99,20 @@ void check_against_reference(const Case& t, const Operands& in, const std::vecto
   REQUIRE(bad == 0);
 }
 
-std::vector<float> run_packed(Bf16Kernel kernel, const Blocking& blocking, const Case& t, const Operands& in) {
+std::vector<float> run_packed(Bf16Kernel kernel, const Blocking& blocking, const Case& t, const Operands& in,
+                              BRows b_rows = BRows::by_shape) {
   std::vector<float> c = in.c;
   const cpu::GemmBias<float> bias = in.bias(t);
   gemm_packed_bf16(kernel, blocking, t.M, t.N, t.K, t.alpha, in.a.operand(t.a_bf16(), t.lda(), t.ta),
                    in.b.operand(t.b_bf16(), t.ldb(), t.tb), t.beta, c.data(), t.ldc(), t.act, bias.rows,
-                   bias.columns);
+                   bias.columns, b_rows);
   return c;
 }
 
 struct NamedKernel {
   const char* name;
   Bf16Kernel kernel;
+  BRows b_rows = BRows::by_shape;  // the AVX512-BF16 dot kernel: B packed, or read in place where it is bf16
 };
 
 // Every form of the bf16 GEMM (Note [Widened bf16 GEMM], Note [AMX bf16 GEMM]) with every
@@ -119,7 +121,10 @@ std::vector<NamedKernel> kernels() {
   std::vector<NamedKernel> k{{"portable", {portable_bf16_micro_kernel, nullptr}},
                              {"widened portable", {nullptr, portable_micro_kernel}},
                              {"amx emulated", {nullptr, nullptr, emulated_amx_bf16_micro_kernel}}};
-  if (avx512_bf16_micro_kernel()) k.push_back({"avx512_bf16", {avx512_bf16_micro_kernel(), nullptr}});
+  if (avx512_bf16_micro_kernel()) {
+    k.push_back({"avx512_bf16", {avx512_bf16_micro_kernel(), nullptr}, BRows::packed});
+    k.push_back({"avx512_bf16 B in place", {avx512_bf16_micro_kernel(), nullptr}, BRows::in_place});
+  }
   if (avx512_micro_kernel()) k.push_back({"widened avx512", {nullptr, avx512_micro_kernel()}});
   if (amx_bf16_micro_kernel()) k.push_back({"amx", {nullptr, nullptr, amx_bf16_micro_kernel()}});
   else WARN("this CPU has no AMX-BF16 (or Linux refused its tiles): the AMX kernel is tested only emulated");
@@ -199,7 +204,7 @@ TEST_CASE("bf16 GEMM matches a double reference for every transposition, operand
                     const int bias = int(s.M + s.K + types + 2 * ta + tb) % 4;  // each kind, in turn
                     const Case t{ta, tb, s.M, s.N, s.K, alpha, beta, act, bias, types};
                     const Operands in(t);
-                    check_against_reference(t, in, run_packed(k.kernel, b.blocking, t, in),
+                    check_against_reference(t, in, run_packed(k.kernel, b.blocking, t, in, k.b_rows),
                                             std::string(k.name) + ", " + b.name + " blocking");
                   }
 }
@@ -333,6 +338,32 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   cpu::gemm_bf16(2, 2, 0, 1.0f, cpu::gemm_operand(static_cast<const uint16_t*>(nullptr), 1),
                  cpu::gemm_operand(static_cast<const float*>(nullptr), 2), 2.0f, c.data(), 2, Activation::relu);
   REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
+}
+
+// Note [bf16 pairs from B's rows]: the kernel that reads B in place pairs B's rows in registers
+// and issues the packed kernel's vdpbf16ps in its order, so C is the same bits; here on one and
+// two threads, past the cache blocking in K (odd K in the last block), at every width of the last
+// tile (1 to 47 columns past the 48s, so every mask of both loads) and at row strides whose rows
+// are not 64-byte aligned.
+TEST_CASE("the bf16 GEMM reading B in place gives the bits of the packed one", "[gemm][bf16][threads]") {
+  if (!avx512_bf16_rows_micro_kernel()) EMBER_SKIP("this build has no AVX512-BF16 kernel");
+  const Bf16Kernel dot{avx512_bf16_micro_kernel(), nullptr};
+  const int previous = num_threads();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  std::vector<Shape> shapes = {{8, 48, 2}, {1, 1, 1}, {40, 96, 2051}, {130, 3136 / 4, 288}, {64, 196, 577}};
+  for (int64_t tail = 1; tail < 48; ++tail) shapes.push_back({9, 48 + tail, 7 + tail % 4});
+  for (const Shape& s : shapes)
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const Case t{false, false, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3, 0};
+      const Operands in(t);
+      INFO("M " << s.M << " N " << s.N << " K " << s.K << ", " << threads << " threads");
+      const Blocking& blocking = bf16_kernel_blocking(dot);
+      CHECK(run_packed(dot, blocking, t, in, BRows::in_place) == run_packed(dot, blocking, t, in, BRows::packed));
+    }
+  set_num_threads(previous);
 }
 
 TEST_CASE("the AMX form reloads its tile configuration after the tiles were released between calls",
