@@ -26,9 +26,10 @@ Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor
   const Tensor stats = Tensor::empty({e.size(0)}, {.dtype = DType::f64, .device = e.device()});
   Tensor loss = Tensor::empty({}, e.options());
   // The forward computes the gradient when one will be wanted (Note [Gradient in the forward]).
+  // Only the gradients wanted: frozen class weights or embeddings skip theirs (on the CPU).
   const bool wants_grad = autograd::needs_grad({e, w});
-  Tensor de = wants_grad ? Tensor::empty(e.shape(), e.options()) : Tensor();
-  Tensor dw = wants_grad ? Tensor::empty(w.shape(), w.options()) : Tensor();
+  Tensor de = autograd::needs_grad(e) ? Tensor::empty(e.shape(), e.options()) : Tensor();
+  Tensor dw = autograd::needs_grad(w) ? Tensor::empty(w.shape(), w.options()) : Tensor();
   arcface_forward_kernel(e.device(), tiles, e, w, y, margin, options.scale, stats, loss, de, dw);
   if (wants_grad)
     autograd::record(kOp, {e, w}, loss, [de, dw](const Tensor& grad) mutable -> autograd::TensorList {

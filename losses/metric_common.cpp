@@ -81,6 +81,7 @@ Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, P
 }
 
 Tensor scaled_forward_gradient(Tensor& G, const Tensor& grad) {
+  if (!G.defined()) return Tensor();
   if (!grad.device().is_cpu() || autograd::retaining_graph()) return mul(G, grad.to(G.dtype()));
   Tensor scaled = std::move(G);
   G = Tensor();

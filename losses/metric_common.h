@@ -65,7 +65,8 @@ Tensor record_pair_loss(const char* op, const PairLossInputs& in, Tensor loss, P
 // gradient at grad 1, G, returns grad * G from its backward (its closure holds G, `mutable`). On
 // the CPU, unless the backward retains the graph, G is scaled in place and handed over, so that
 // no second tensor of its size is held; otherwise the product is a new tensor and G stays. grad:
-// 0-d on G's device, of G's dtype or f64 (a factor computed in double).
+// 0-d on G's device, of G's dtype or f64 (a factor computed in double). An undefined G (a
+// gradient not wanted) stays undefined.
 Tensor scaled_forward_gradient(Tensor& G, const Tensor& grad);
 
 }  // namespace ember

@@ -27,9 +27,10 @@ Tensor proxy_anchor_loss(const Tensor& embeddings, const Tensor& labels, const T
   const Tensor present = Tensor::empty({}, f64);
   Tensor loss = Tensor::empty({}, e.options());
   // The forward computes the gradient when one will be wanted (Note [Gradient in the forward]).
+  // Only the gradients wanted: frozen class weights or embeddings skip theirs (on the CPU).
   const bool wants_grad = autograd::needs_grad({e, p});
-  Tensor de = wants_grad ? Tensor::empty(e.shape(), e.options()) : Tensor();
-  Tensor dp = wants_grad ? Tensor::empty(p.shape(), p.options()) : Tensor();
+  Tensor de = autograd::needs_grad(e) ? Tensor::empty(e.shape(), e.options()) : Tensor();
+  Tensor dp = autograd::needs_grad(p) ? Tensor::empty(p.shape(), p.options()) : Tensor();
   proxy_anchor_forward_kernel(e.device(), tiles, e, p, y, options.margin, options.alpha, stats, present, loss, de,
                               dp);
   if (wants_grad)

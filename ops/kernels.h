@@ -230,8 +230,9 @@ void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& 
 // ArcFace -> w: (C, D) contiguous L2-normalised class weights (PML's W (D, C) columns, as rows),
 // e's dtype; margin in radians. Logits x_ic = arcface_logit(c == y_i, e_i . w_c, margin, scale);
 // stats (B) f64: lse_i = log sum_c exp(x_ic); loss (0-d, e's dtype): the mean over rows of
-// lse_i - x_iy_i (0 for B = 0); de (B, D), dw (C, D), both undefined or both defined: the
-// loss's gradient at grad 1 (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp). The
+// lse_i - x_iy_i (0 for B = 0); de (B, D), dw (C, D), each defined where that gradient is
+// wanted: the loss's gradient at grad 1 (Note [Gradient in the forward] in
+// ops/cpu/triplet_tiled.cpp; the CPU computes only the defined ones, CUDA both). The
 // B x C cosines are never held whole (CPU: blocks of whole rows or tiles, `tiles` bounding both).
 // A label outside [0, C) is an Error naming it.
 void arcface_forward(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
@@ -274,8 +275,8 @@ void ntxent_backward(const PairTiles& tiles, const Tensor& grad, const Tensor& e
 // ProxyAnchor -> p: (C, D) contiguous L2-normalised proxies, e's dtype; s_ic = e_i . p_c.
 // stats (C, 2) f64: per class [pos_c, neg_c] (metric_rules.h); present (0-d f64): the classes with
 // a member in the batch; loss (0-d, e's dtype) = sum pos_c / present + sum neg_c / C (0 when
-// present is 0); de (B, D), dp (C, D), both undefined or both defined: the loss's gradient at
-// grad 1, as for ArcFace. A label outside [0, C) is an Error naming it.
+// present is 0); de (B, D), dp (C, D), each defined where that gradient is wanted: the loss's
+// gradient at grad 1, as for ArcFace. A label outside [0, C) is an Error naming it.
 void proxy_anchor_forward(const PairTiles& tiles, const Tensor& e, const Tensor& p, const Tensor& labels,
                           double margin, double alpha, const Tensor& stats, const Tensor& present, const Tensor& loss,
                           const Tensor& de, const Tensor& dp);

@@ -135,10 +135,10 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
   // Per row: lse_i - x_iy (summed in order below), and the streamed pass's running statistics.
   const Tensor rows = Tensor::empty({4 * B}, {.dtype = DType::f64});
   double* row_loss = rows.data<double>();
-  const bool with_gradient = de.defined() && B > 0;
-  T* dE = with_gradient ? de.data<T>() : nullptr;
-  T* dW = with_gradient ? dw.data<T>() : nullptr;
-  if (de.defined() && B == 0) std::fill(dw.data<T>(), dw.data<T>() + C * D, T(0));
+  // The gradients wanted: either may be left out (Note [Whole rows of cross similarities]).
+  T* dE = de.defined() && B > 0 ? de.data<T>() : nullptr;
+  T* dW = dw.defined() && B > 0 ? dw.data<T>() : nullptr;
+  if (dw.defined() && B == 0) std::fill(dw.data<T>(), dw.data<T>() + C * D, T(0));
 
   if (fits_whole_rows(C, tiles)) {  // Note [Whole rows of cross similarities]
     const double g = B > 0 ? 1.0 / double(B) : 0.0;
@@ -148,7 +148,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
     });
   } else {
     streamed_forward(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, row_loss + B, lse, row_loss);
-    if (with_gradient) streamed_gradient(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, lse, dE, dW);
+    if (dE || dW) streamed_gradient(tiles, E, W, y, B, C, D, e.dtype(), margin, scale, lse, dE, dW);
   }
 
   double total = 0;

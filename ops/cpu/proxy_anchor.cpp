@@ -143,13 +143,12 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   const MembersByClass by_class(y, B, C);
   const double classes = double(by_class.present());
   const ProxyExponents<T> x(margin, alpha);
-  const bool with_gradient = de.defined() && classes > 0;
-  T* dE = with_gradient ? de.data<T>() : nullptr;
-  T* dP = with_gradient ? dp.data<T>() : nullptr;
-  if (de.defined() && !with_gradient) {  // no class present: the loss is 0 whatever e and p
-    std::fill(de.data<T>(), de.data<T>() + B * D, T(0));
-    std::fill(dp.data<T>(), dp.data<T>() + C * D, T(0));
-  }
+  // The gradients wanted, either may be left out; with no class present the loss is 0 whatever
+  // e and p.
+  T* dE = de.defined() && classes > 0 ? de.data<T>() : nullptr;
+  T* dP = dp.defined() && classes > 0 ? dp.data<T>() : nullptr;
+  if (de.defined() && !dE) std::fill(de.data<T>(), de.data<T>() + B * D, T(0));
+  if (dp.defined() && !dP) std::fill(dp.data<T>(), dp.data<T>() + C * D, T(0));
 
   if (whole_rows) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
     whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* scratch, bool weigh) {
@@ -159,7 +158,7 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   } else {
     const Tensor running = Tensor::empty({4 * C}, {.dtype = DType::f64});
     streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, running.data<double>(), st);
-    if (with_gradient) {
+    if (dE || dP) {
       const Tensor offsets = Tensor::empty({C}, {.dtype = e.dtype()});
       streamed_gradient(tiles, E, P, y, B, C, D, e.dtype(), margin, alpha, st, classes, offsets.data<T>(), dE, dP);
     }

@@ -249,7 +249,7 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
 // every output row receives its tiles in an order fixed by the tile sizes alone, so the sums do
 // not depend on the thread count. row_weights(i, c0, c1, sw) turns one tile row in place, from
 // sw[k] = s_ij into sw[k] = dloss/ds_ij for row i of A and j = c0 + k of B (Note [Vectorised
-// tile rows]).
+// tile rows]). dA or dB null: that gradient is not computed.
 //
 // Note [Weights in place]: each tile's weights overwrite its similarities, which nothing reads
 // again, so a task holds one tile instead of two: at the default 128 x 288 f32 tiles, 144 KiB
@@ -260,8 +260,8 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
 template <class T, class RowWeights>
 void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
                                T* dA, T* dB, RowWeights&& row_weights) {
-  std::fill(dA, dA + M * D, T(0));
-  std::fill(dB, dB + N * D, T(0));
+  if (dA) std::fill(dA, dA + M * D, T(0));
+  if (dB) std::fill(dB, dB + N * D, T(0));
   const int64_t row_blocks = (M + tiles.rows - 1) / tiles.rows, col_blocks = (N + tiles.cols - 1) / tiles.cols;
   if (row_blocks == 0 || col_blocks == 0) return;
   for (int64_t w0 = 0; w0 < row_blocks; w0 += col_blocks)
@@ -274,8 +274,10 @@ void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t
           const int64_t width = c1 - c0;
           similarity_tile(A, B, D, r0, r1, c0, c1, buf);
           for (int64_t r = r0; r < r1; ++r) row_weights(r, c0, c1, buf.weights + (r - r0) * width);
-          gemm<T>(false, false, r1 - r0, D, width, T(1), buf.weights, width, B + c0 * D, D, T(1), dA + r0 * D, D);
-          gemm<T>(true, false, width, D, r1 - r0, T(1), buf.weights, width, A + r0 * D, D, T(1), dB + c0 * D, D);
+          if (dA)
+            gemm<T>(false, false, r1 - r0, D, width, T(1), buf.weights, width, B + c0 * D, D, T(1), dA + r0 * D, D);
+          if (dB)
+            gemm<T>(true, false, width, D, r1 - r0, T(1), buf.weights, width, A + r0 * D, D, T(1), dB + c0 * D, D);
         }
       });
 }

@@ -3,7 +3,7 @@
 // ProxyAnchor: A the proxies, B the embeddings):
 //
 //   if (fits_whole_rows(N, tiles))
-//     whole_row_pass<T>(tiles, dtype, A, M, B, N, D, dA, dB,   // dA, dB null: no gradient
+//     whole_row_pass<T>(tiles, dtype, A, M, B, N, D, dA, dB,   // either null: not computed
 //                       [&](int64_t i, T* s, T* scratch, bool with_gradient) { ... });
 //   // s: row i of S (N), turned in place into d loss / d s_i when with_gradient; scratch: N of T
 //
@@ -70,14 +70,14 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp), so nothing is packed twice,
 // and every element of dB gets the same FMAs in the same order.
 //
-// A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D) both null (no gradient) or both not:
-// dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S.
+// A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D), each null where that gradient is not
+// wanted: dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S
+// where either is (a frozen B, say, skips dB's GEMM: a third of the multiply-adds).
 template <class T, class RowFn>
 void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
                     T* dA, T* dB, RowFn&& row_fn) {
-  EMBER_CHECK((dA == nullptr) == (dB == nullptr), "whole_row_pass: expected both gradients or neither");
-  const bool with_gradient = dA != nullptr;
-  if (with_gradient) std::fill(dB, dB + N * D, T(0));
+  const bool with_gradient = dA != nullptr || dB != nullptr;
+  if (dB) std::fill(dB, dB + N * D, T(0));
   const int64_t block = whole_row_block(N, tiles), wave = kWaveBlocks * block;
   const int64_t waves = (M + wave - 1) / wave, per_wave = 2 * kWaveBlocks;
   const int64_t ring = std::clamp<int64_t>(num_threads() / kWaveBlocks, 1, std::max<int64_t>(waves, 1));
@@ -109,13 +109,13 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
           for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
-          if (with_gradient && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
+          if (dA && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
           if (!reached(blocks_done[w], kWaveBlocks)) return;
           if (w > 0 && !reached(part_done[(w - 1) * kWaveBlocks + p], 1)) return;
-          for (int64_t c0 = n0; with_gradient && c0 < n1; c0 += kGradientChunkRows) {  // Note [dB in chunks]
+          for (int64_t c0 = n0; dB && c0 < n1; c0 += kGradientChunkRows) {  // Note [dB in chunks]
             const int64_t c1 = std::min(n1, c0 + kGradientChunkRows);
             gemm<T>(true, false, c1 - c0, D, w1 - w0, T(1), S + c0, N, A + w0 * D, D, T(1), dB + c0 * D, D);
           }

@@ -84,10 +84,13 @@ void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, co
     launch<arcface_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, C, labels.data<int64_t>(), rows.data<double>(),
                                      loss.data<T>(), check.data<int64_t>());
     throw_on_bad_label(check.data<int64_t>(), C, "arcface_loss");
-    if (!de.defined()) return;
+    if (!de.defined() && !dw.defined()) return;
+    // Both gradients in one pass; one not wanted goes to a temporary (the CPU skips it).
+    const Tensor de_out = de.defined() ? de : Tensor::empty(e.shape(), e.options());
+    const Tensor dw_out = dw.defined() ? dw : Tensor::empty(w.shape(), w.options());
     const ArcFaceWeights<T> weights{B, D, e.data<T>(), w.data<T>(), labels.data<int64_t>(), stats.data<double>(),
                                     margin, scale};
-    cross_similarity_backward(B, C, D, e.data<T>(), w.data<T>(), weights, de.data<T>(), dw.data<T>());
+    cross_similarity_backward(B, C, D, e.data<T>(), w.data<T>(), weights, de_out.data<T>(), dw_out.data<T>());
   });
 }
 

@@ -98,10 +98,13 @@ void proxy_anchor_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& 
                                           stats.data<double>(), members.data<double>(), loss.data<T>(),
                                           present.data<double>(), check.data<int64_t>());
     throw_on_bad_label(check.data<int64_t>(), C, "proxy_anchor_loss");
-    if (!de.defined()) return;
+    if (!de.defined() && !dp.defined()) return;
+    // Both gradients in one pass; one not wanted goes to a temporary (the CPU skips it).
+    const Tensor de_out = de.defined() ? de : Tensor::empty(e.shape(), e.options());
+    const Tensor dp_out = dp.defined() ? dp : Tensor::empty(p.shape(), p.options());
     const ProxyAnchorWeights<T> weights{C, D, e.data<T>(), p.data<T>(), labels.data<int64_t>(), stats.data<double>(),
                                         present.data<double>(), margin, alpha};
-    cross_similarity_backward(B, C, D, e.data<T>(), p.data<T>(), weights, de.data<T>(), dp.data<T>());
+    cross_similarity_backward(B, C, D, e.data<T>(), p.data<T>(), weights, de_out.data<T>(), dp_out.data<T>());
   });
 }
 

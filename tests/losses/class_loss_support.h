@@ -54,6 +54,28 @@ void check_gradient_in_forward(LossFn loss_fn, const Tensor& emb, const Tensor& 
   check_close(w.grad(), mul(dw, 2.0), 0, 0);
 }
 
+// Only the gradients wanted are computed (a frozen W or frozen embeddings skip theirs): each
+// alone is the same bits as with both, on every device, in blocks of whole rows and in streamed
+// tiles, and the frozen input gets none.
+template <class LossFn>
+void check_one_gradient_wanted(LossFn loss_fn, const Tensor& emb, const Tensor& weights, const Tensor& labels) {
+  TilesGuard guard;
+  for (const Device device : test_devices())
+    for (const PairTiles tiles : {PairTiles{}, PairTiles{.whole_rows = 0}}) {
+      INFO(device.str() << (tiles.whole_rows > 0 ? ", whole rows" : ", streamed"));
+      set_pair_tiles(tiles);
+      const LossAndGrads both = class_loss_and_grads(loss_fn, emb, weights, labels, device);
+      for (const bool frozen_weights : {true, false}) {
+        Tensor x = emb.to(device).detach(), w = weights.to(device).detach();
+        (frozen_weights ? x : w).requires_grad_();
+        loss_fn(x, labels.to(device), w).backward();
+        const Tensor& wanted = frozen_weights ? x : w;
+        CHECK_FALSE((frozen_weights ? w : x).grad().defined());
+        check_close(wanted.grad().cpu(), frozen_weights ? both.demb : both.dweights, 0, 0);
+      }
+    }
+}
+
 // Blocks of whole rows weigh a row with vectorised loops (Note [One exp per logit] in
 // ops/cpu/arcface.cpp) that only rows of more than 16 values enter; the streamed tiles fold and
 // weigh with other code. Both, in f64 and f32, on rows long enough for the loops' bodies and

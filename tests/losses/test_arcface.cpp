@@ -139,6 +139,13 @@ TEST_CASE("arcface_loss: rows over 70 classes, whole or streamed, equal each oth
   CHECK(arcface_loss(b.emb, b.labels, b.W).item() == Approx(reference_arcface(b.emb, b.labels, b.W)).epsilon(1e-12));
 }
 
+TEST_CASE("arcface_loss: a frozen input gets no gradient and the other the same bits as with both",
+          "[losses][arcface]") {
+  const ArcBatch b = beyond_batch(23, 40, 8, 70);
+  check_one_gradient_wanted(arcface_fn, b.emb, b.W, b.labels);
+  check_one_gradient_wanted(arcface_fn, b.emb.to(DType::f32), b.W.to(DType::f32), b.labels);
+}
+
 TEST_CASE("arcface_loss: without a gradient the loss is the same bits and a retained graph repeats its gradients",
           "[losses][arcface]") {
   const ArcBatch b = beyond_batch(7, 13, 6, 11);

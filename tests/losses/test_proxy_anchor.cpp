@@ -117,6 +117,16 @@ TEST_CASE("proxy_anchor_loss: rows over 70 embeddings, whole or streamed, equal 
   CHECK(proxy_anchor_loss(emb, y, proxies).item() == Approx(reference_proxy_anchor(emb, y, proxies)).epsilon(1e-12));
 }
 
+TEST_CASE("proxy_anchor_loss: a frozen input gets no gradient and the other the same bits as with both",
+          "[losses][proxy_anchor]") {
+  const Tensor emb = f64_randn({70, 8}, 21), proxies = f64_randn({40, 8}, 22);
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < 70; ++i) labels.push_back((i * 7) % 37);
+  const Tensor y = labels_of(labels);
+  check_one_gradient_wanted(proxy_anchor_fn, emb, proxies, y);
+  check_one_gradient_wanted(proxy_anchor_fn, emb.to(DType::f32), proxies.to(DType::f32), y);
+}
+
 TEST_CASE("proxy_anchor_loss: without a gradient the loss is the same bits and a retained graph repeats its gradients",
           "[losses][proxy_anchor]") {
   const Tensor emb = f64_randn({13, 6}, 5), proxies = f64_randn({11, 6}, 6);
