@@ -72,7 +72,10 @@ struct PairIndex {
 };
 constexpr PairIndex pair_index(int first) {
   PairIndex index{};
-  for (int j = 0; j < 16; ++j) index.words[2 * j] = uint16_t(first + j), index.words[2 * j + 1] = uint16_t(32 + first + j);
+  for (int j = 0; j < 16; ++j) {
+    index.words[2 * j] = uint16_t(first + j);
+    index.words[2 * j + 1] = uint16_t(32 + first + j);
+  }
   return index;
 }
 constexpr PairIndex kLowPairs = pair_index(0), kHighPairs = pair_index(16);
@@ -96,7 +99,8 @@ struct Bf16RowsStep {
     if constexpr (NV == 1) {
       w0 = half(row);
     } else {
-      w0 = NV == 2 && kTail ? _mm512_maskz_loadu_epi16((__mmask32(tail) << 16) | 0xFFFFu, row) : _mm512_loadu_si512(row);
+      const __mmask32 columns = NV == 2 && kTail ? (__mmask32(tail) << 16) | 0xFFFFu : ~__mmask32(0);
+      w0 = NV == 2 && kTail ? _mm512_maskz_loadu_epi16(columns, row) : _mm512_loadu_si512(row);
       if constexpr (NV == 3) w1 = half(row + 32);
     }
   }

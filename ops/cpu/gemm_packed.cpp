@@ -216,7 +216,8 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
                  BRows b_rows) {
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape)
+    b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{{{A, lda, trans_a}}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
@@ -289,7 +290,8 @@ void gemm_packed_a(const PackedA& a, bool trans_b, int64_t N, const float* B, in
   const Blocking& blocking = cache_blocking();
   F32PackingOfA of_a{{nullptr, 0, false}, a.panels.data<float>(), round_up(M, kMR)};
   BRows b_rows = b_rows_override();
-  if (b_rows == BRows::by_shape) b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
+  if (b_rows == BRows::by_shape)
+    b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{of_a, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, 1.0f, beta, C, ldc, act, bias.rows, bias.columns);
