@@ -1,6 +1,7 @@
 // ArcFace on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h) over the B x C
-// cosines c_ic = e_i . w_c. Each row's online log-sum-exp of its logits folds the plain ones with
-// a vectorised pass (Note [Vectorised tile rows]) and adds the target's modified logit. When the
+// cosines c_ic = e_i . w_c. Each row's log-sum-exp of its logits takes the plain ones with
+// vectorised passes (arcface_whole_row, Note [One exp per logit]; streamed tiles:
+// fold_arcface_row, Note [Vectorised tile rows]) and adds the target's modified logit. When the
 // gradient is asked for (de, dw: the loss's at grad 1, Note [Gradient in the forward] in
 // ops/cpu/triplet_tiled.cpp), c_ic becomes d loss / d c_ic = arcface_weight(...) / B, which is
 // scale exp(scale c - lse_i) / B off the target, and de = W w, dw = W^T e.
@@ -61,7 +62,8 @@ struct ArcFaceRow {
 
 // Row i's whole row of cosines s (C classes, target in [0, C)) into its log-sum-exp and target
 // logit; with weigh, s becomes g d(lse - x_iy) / d s in place (weigh_arcface_row's weights), otherwise
-// it holds exp(scale s - m) after. A NaN cosine makes lse NaN (exp(NaN) reaches the sum).
+// it holds exp(scale s - m) after, 0 at the target. A NaN cosine makes lse NaN (exp(NaN) reaches
+// the sum).
 template <class T>
 ArcFaceRow arcface_whole_row(T* s, int64_t C, int64_t target, double margin, double scale, double g, bool weigh) {
   constexpr T kLow = -std::numeric_limits<T>::infinity();

@@ -7,7 +7,8 @@
 // tile's B, row k at b + k * ldb, of which only columns [0, n) are read, at any alignment: a
 // packed micro-panel (ldb == kNR) or op(B)'s own rows (Note [B in place] in gemm_packed.cpp);
 // the bf16 kernels' b: kc x kNR packed (b[k * kNR + j], columns past n are zero), two values of
-// K per element (Note [bf16 packed panels]). C row-major with row stride ldc; beta == 0 never
+// K per element (Note [bf16 packed panels]), or for the one that reads B in place, B's own bf16
+// rows (Note [bf16 pairs from B's rows]). C row-major with row stride ldc; beta == 0 never
 // reads C.
 //
 // Note [GEMM register tile]: 8 rows x 48 columns (3 zmm per row): 24 accumulators, 3 registers

@@ -242,7 +242,7 @@ void avx512_f32_kernel(int64_t steps, const float* a, const float* b, int64_t ld
 }
 
 #if defined(__AVX512BF16__)
-// The bf16 kernel reads packed panels only (ops/cpu/gemm_microkernel.h).
+// The bf16 kernels: packed panels of pairs, and B's own rows (ops/cpu/gemm_microkernel.h).
 void avx512_bf16_kernel(int64_t steps, const Bf16Pair* a, const Bf16Pair* b, float* c, int64_t ldc, int m, int n,
                         const TileUpdate& update) {
   avx512_kernel<Bf16Step>(steps, a, b, kNR, c, ldc, m, n, update);

@@ -190,8 +190,9 @@ BRows b_rows_override() {
   return rows;
 }
 
-bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t row_bytes) {
-  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, K);
+bool b_in_place_pays(int64_t M, int64_t N, int64_t steps, int64_t row_bytes) {
+  // F32Packing's steps(K) is K: its rule on M N steps is the loop nest's for every dot kernel.
+  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, steps);
   if (threaded) return M <= kInPlaceMaxRowsThreaded;
   return M <= kInPlaceMaxRows && row_bytes % kSetAliasingStride != 0;
 }

@@ -33,17 +33,19 @@ const Blocking& l1_cache_blocking();
 // The AVX-512 kernel where the build has it, else the portable one.
 MicroKernel default_micro_kernel();
 
-// Whether the f32 GEMM packs op(B) or reads it in place (Note [B in place] in gemm_packed.cpp):
-// by_shape chooses; in_place applies only where op(B)'s rows are contiguous (B not transposed)
-// and packs otherwise.
+// Whether the GEMM packs op(B) or reads it in place (Note [B in place] in gemm_packed.cpp; bf16:
+// Note [bf16 pairs from B's rows] in gemm_microkernel.h): by_shape chooses; in_place applies
+// only where op(B)'s rows are contiguous (B not transposed; in bf16, B bf16 and the AVX512-BF16
+// dot kernel) and packs otherwise.
 enum class BRows { by_shape, packed, in_place };
 
 // EMBER_GEMM_B=packed|in_place, or by_shape where it is not set (read once).
 BRows b_rows_override();
 
 // The by_shape choice (Note [B in place] in gemm_packed.cpp): whether reading op(B) = B in place
-// pays for an M x N x K product whose rows of B are row_bytes apart.
-bool b_in_place_pays(int64_t M, int64_t N, int64_t K, int64_t row_bytes);
+// pays for an M x N product of `steps` micro-kernel steps over K (K in f32, its pairs in bf16),
+// whose rows of B are row_bytes apart.
+bool b_in_place_pays(int64_t M, int64_t N, int64_t steps, int64_t row_bytes);
 
 // The GEMM with an explicit kernel and blocking. Splits C over ember's pool (Note [GEMM
 // threads]); runs on the calling thread inside a parallel_for. Results do not depend on the

@@ -154,10 +154,11 @@ void run_dot_loop_nest(Bf16MicroKernel dot, const Bf16PackingOfA& of_a, const Ge
   const Bf16RowsMicroKernel rows_kernel = rows_kernel_of(dot);
   if (rows_kernel && B.bf16 && !B.trans) {
     if (b_rows == BRows::by_shape) b_rows = b_rows_override();
-    if (b_rows == BRows::by_shape)
-      b_rows = M <= kBf16InPlaceMaxRows && b_in_place_pays(M, N, K, B.ld * int64_t(sizeof(uint16_t)))
-                   ? BRows::in_place
-                   : BRows::packed;
+    if (b_rows == BRows::by_shape) {
+      const int64_t row_bytes = B.ld * int64_t(sizeof(uint16_t));
+      const bool pays = M <= kBf16InPlaceMaxRows && b_in_place_pays(M, N, Bf16PackingOfA::steps(K), row_bytes);
+      b_rows = pays ? BRows::in_place : BRows::packed;
+    }
     if (b_rows == BRows::in_place) {
       const Bf16InPlacePacking packing{of_a, B.bf16, B.ld};
       return run_loop_nest(packing, rows_kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
@@ -272,7 +273,7 @@ PackedA pack_a_bf16(bool trans_a, int64_t M, int64_t K, const uint16_t* A, int64
     const int64_t kc = std::min(blocking.kc, K - pc), steps = Bf16PackingOfA::steps(kc);
     parallel_for(0, panels, std::max<int64_t>(1, (int64_t(1) << 14) / (steps * kMR)), [&](int64_t p0, int64_t p1) {
       Bf16PackingOfA::pack<kMR>(a, p0 * kMR, std::min(M, p1 * kMR) - p0 * kMR, pc, kc,
-                             dst + Bf16PackingOfA::steps(pc) * padded + p0 * kMR * steps);
+                                dst + Bf16PackingOfA::steps(pc) * padded + p0 * kMR * steps);
     });
   }
   return packed;

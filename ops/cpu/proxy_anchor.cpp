@@ -1,6 +1,7 @@
 // ProxyAnchor on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h) over the C x B
-// cosines s_ic = e_i . p_c. Each class folds its members' terms and the others' into two online
-// log-sum-exps, each starting from PML's add_one 0 (Note [Vectorised tile rows]). When the
+// cosines s_ic = e_i . p_c. Each class sums its members' terms and the others' into two
+// log-sum-exps, each starting from PML's add_one 0 (whole rows: proxy_whole_row, Note [One exp per
+// logit] in ops/cpu/arcface.cpp; streamed tiles: fold_proxy_row, Note [Vectorised tile rows]). When the
 // gradient is asked for (de, dp: the loss's at grad 1, Note [Gradient in the forward] in
 // ops/cpu/triplet_tiled.cpp), s_ic becomes d loss / d s_ic = proxy_anchor_weight(...), and
 // de = W^T p, dp = W e.
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -79,6 +81,15 @@ std::pair<double, double> proxy_whole_row(T* s, std::span<const int64_t> members
   return {pos.value(), neg};
 }
 
+// The number of classes with a member in the batch; flags: C doubles of scratch.
+double classes_present(const int64_t* y, int64_t B, int64_t C, double* flags) {
+  std::fill(flags, flags + C, 0.0);
+  for (int64_t i = 0; i < B; ++i) flags[y[i]] = 1;
+  double classes = 0;
+  for (int64_t c = 0; c < C; ++c) classes += flags[c];
+  return classes;
+}
+
 // Streamed (Note [Streamed pairs]): each task owns a block of classes and folds tiles of p e^T into
 // per-class running sums. running: (C, 4) scratch.
 template <class T>
@@ -140,8 +151,13 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   check_class_labels("proxy_anchor_loss", y, B, C);
   double* st = stats.data<double>();  // (C, 2): [pos_c, neg_c]
   const bool whole_rows = fits_whole_rows(B, tiles);
-  const MembersByClass by_class(y, B, C);
-  const double classes = double(by_class.present());
+  // Whole rows visit each class's members; the streamed pass needs only their number, and 4 C
+  // doubles of running sums (whose first C flag the classes present first).
+  std::optional<MembersByClass> by_class;
+  Tensor running;
+  if (whole_rows) by_class.emplace(y, B, C);
+  else running = Tensor::empty({4 * C}, {.dtype = DType::f64});
+  const double classes = whole_rows ? double(by_class->present()) : classes_present(y, B, C, running.data<double>());
   const ProxyExponents<T> x(margin, alpha);
   // The gradients wanted, either may be left out; with no class present the loss is 0 whatever
   // e and p.
@@ -152,11 +168,10 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
 
   if (whole_rows) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
     whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* scratch, bool weigh) {
-      std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, by_class.of(c), B, scratch, x, margin, alpha,
+      std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, by_class->of(c), B, scratch, x, margin, alpha,
                                                            std::max(classes, 1.0), alpha / double(C), weigh);
     });
   } else {
-    const Tensor running = Tensor::empty({4 * C}, {.dtype = DType::f64});
     streamed_forward(tiles, E, P, y, B, C, D, e.dtype(), x, running.data<double>(), st);
     if (dE || dP) {
       const Tensor offsets = Tensor::empty({C}, {.dtype = e.dtype()});

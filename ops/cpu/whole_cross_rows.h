@@ -66,9 +66,12 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // Note [dB in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed (rows of
 // dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a quarter of
 // ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2). In chunks
-// of kGradientChunkRows rows of dB each GEMM packs at most half of that; the wave's rows of A are
-// its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp), so nothing is packed twice,
-// and every element of dB gets the same FMAs in the same order.
+// of kGradientChunkRows rows of dB each GEMM packs at most half of that. The wave's rows of A are
+// its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp) except where D f32 values
+// are a multiple of 4 KiB (D = 1024, 2048, ...): there each chunk packs them again, up to four
+// times per part at 1,024 classes. In f32 every element of dB gets the same FMAs in the same
+// order as unchunked; in f64 (Eigen) the chunks may round differently, but they are fixed by N,
+// so the sums still do not depend on the thread count.
 //
 // A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D), each null where that gradient is not
 // wanted: dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S

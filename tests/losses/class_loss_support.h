@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/parallel.h"
 #include "metric_loss_testing.h"
 
 namespace ember::test {
@@ -56,38 +58,62 @@ void check_gradient_in_forward(LossFn loss_fn, const Tensor& emb, const Tensor& 
 
 // Only the gradients wanted are computed (a frozen W or frozen embeddings skip theirs): each
 // alone is the same bits as with both, on every device, in blocks of whole rows and in streamed
-// tiles, and the frozen input gets none.
+// tiles; and on the CPU the forward's peak allocation falls by at least the skipped gradient's
+// size, which it would not if the loss still allocated (and computed) it.
 template <class LossFn>
 void check_one_gradient_wanted(LossFn loss_fn, const Tensor& emb, const Tensor& weights, const Tensor& labels) {
   TilesGuard guard;
+  Allocator& allocator = allocator_for(Device::cpu());
   for (const Device device : test_devices())
     for (const PairTiles tiles : {PairTiles{}, PairTiles{.whole_rows = 0}}) {
       INFO(device.str() << (tiles.whole_rows > 0 ? ", whole rows" : ", streamed"));
       set_pair_tiles(tiles);
       const LossAndGrads both = class_loss_and_grads(loss_fn, emb, weights, labels, device);
+      // The forward's peak above what was live before it, with x and w needing a gradient or not.
+      auto forward_peak = [&](const Tensor& x, const Tensor& w) {
+        const int64_t before = allocator.stats().allocated_bytes;
+        allocator.reset_peak_stats();
+        const Tensor loss = loss_fn(x, labels.to(device), w);
+        return allocator.stats().peak_allocated_bytes - before;
+      };
+      const Tensor x_cpu = emb.detach().requires_grad_(), w_cpu = weights.detach().requires_grad_();
+      const int64_t peak_both = device.is_cpu() ? forward_peak(x_cpu, w_cpu) : 0;
       for (const bool frozen_weights : {true, false}) {
+        INFO((frozen_weights ? "weights frozen" : "embeddings frozen"));
         Tensor x = emb.to(device).detach(), w = weights.to(device).detach();
         (frozen_weights ? x : w).requires_grad_();
+        if (device.is_cpu()) {
+          const Tensor& frozen = frozen_weights ? w : x;
+          CHECK(forward_peak(x, w) <= peak_both - int64_t(frozen.nbytes()));
+        }
         loss_fn(x, labels.to(device), w).backward();
         const Tensor& wanted = frozen_weights ? x : w;
-        CHECK_FALSE((frozen_weights ? w : x).grad().defined());
         check_close(wanted.grad().cpu(), frozen_weights ? both.demb : both.dweights, 0, 0);
       }
     }
 }
 
 // Blocks of whole rows weigh a row with vectorised loops (Note [One exp per logit] in
-// ops/cpu/arcface.cpp) that only rows of more than 16 values enter; the streamed tiles fold and
-// weigh with other code. Both, in f64 and f32, on rows long enough for the loops' bodies and
-// tails, give the same loss and gradients, to rounding.
+// ops/cpu/arcface.cpp) whose bodies only rows of at least 16 values enter; the streamed tiles fold
+// and weigh with other code. Both, in f64 and f32, on rows long enough for the loops' bodies and
+// tails, give the same loss and gradients, to rounding (NaNs where the other has them); and the
+// whole rows give the same bits on one and on two threads.
 template <class LossFn>
 void check_whole_rows_equal_streamed(LossFn loss_fn, const Tensor& emb, const Tensor& weights, const Tensor& labels) {
   TilesGuard guard;
+  const int threads = num_threads();
   for (DType dtype : {DType::f64, DType::f32}) {
     INFO(dtype_name(dtype));
     const double tolerance = dtype == DType::f64 ? 1e-10 : 2e-5;
     set_pair_tiles({});
+    set_num_threads(1);
+    const LossAndGrads one = class_loss_and_grads(loss_fn, emb.to(dtype), weights.to(dtype), labels);
+    set_num_threads(2);
     const LossAndGrads whole = class_loss_and_grads(loss_fn, emb.to(dtype), weights.to(dtype), labels);
+    set_num_threads(threads);
+    check_close(whole.loss, one.loss, 0, 0);
+    check_close(whole.demb, one.demb, 0, 0);
+    check_close(whole.dweights, one.dweights, 0, 0);
     set_pair_tiles({.whole_rows = 0});
     const LossAndGrads streamed = class_loss_and_grads(loss_fn, emb.to(dtype), weights.to(dtype), labels);
     check_close(whole.loss, streamed.loss, tolerance, tolerance);

@@ -132,11 +132,22 @@ TEST_CASE("arcface_loss: tiles and blocks of whole rows equal one whole tile, wh
     }
 }
 
-TEST_CASE("arcface_loss: rows over 70 classes, whole or streamed, equal each other and PML's formula",
+TEST_CASE("arcface_loss: rows of 70 and 600 classes, whole or streamed, equal each other and PML's formula",
           "[losses][arcface]") {
-  const ArcBatch b = beyond_batch(23, 40, 8, 70);
-  check_whole_rows_equal_streamed(arcface_fn, b.emb, b.W, b.labels);
-  CHECK(arcface_loss(b.emb, b.labels, b.W).item() == Approx(reference_arcface(b.emb, b.labels, b.W)).epsilon(1e-12));
+  // 600: dB's parts of 300 rows run in three chunks (Note [dB in chunks]).
+  for (const int64_t C : {70, 600}) {
+    INFO(C << " classes");
+    const ArcBatch b = beyond_batch(23, 40, 8, C);
+    check_whole_rows_equal_streamed(arcface_fn, b.emb, b.W, b.labels);
+    CHECK(arcface_loss(b.emb, b.labels, b.W).item() ==
+          Approx(reference_arcface(b.emb, b.labels, b.W)).epsilon(1e-12));
+    // A NaN embedding (its row) and a NaN class weight column (every row's sum).
+    for (const bool nan_weight : {true, false}) {
+      Tensor e = b.emb.clone(), W = b.W.clone();
+      (nan_weight ? W.narrow(1, 5, 1) : e.narrow(0, 3, 1)).fill_(NAN);
+      check_whole_rows_equal_streamed(arcface_fn, e, W, b.labels);
+    }
+  }
 }
 
 TEST_CASE("arcface_loss: a frozen input gets no gradient and the other the same bits as with both",

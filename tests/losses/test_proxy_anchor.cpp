@@ -107,14 +107,25 @@ TEST_CASE("proxy_anchor_loss: tiles and blocks of whole rows equal one whole til
     }
 }
 
-TEST_CASE("proxy_anchor_loss: rows over 70 embeddings, whole or streamed, equal each other and PML's formula",
+TEST_CASE("proxy_anchor_loss: rows of 70 and 600 embeddings, whole or streamed, equal each other and PML's formula",
           "[losses][proxy_anchor]") {
-  const Tensor emb = f64_randn({70, 8}, 21), proxies = f64_randn({40, 8}, 22);
-  std::vector<int64_t> labels;
-  for (int64_t i = 0; i < 70; ++i) labels.push_back((i * 7) % 37);  // classes 37 to 39 absent
-  const Tensor y = labels_of(labels);
-  check_whole_rows_equal_streamed(proxy_anchor_fn, emb, proxies, y);
-  CHECK(proxy_anchor_loss(emb, y, proxies).item() == Approx(reference_proxy_anchor(emb, y, proxies)).epsilon(1e-12));
+  // 600: dB's parts of 300 rows run in three chunks (Note [dB in chunks]).
+  for (const int64_t B : {70, 600}) {
+    INFO("batch " << B);
+    const Tensor emb = f64_randn({B, 8}, 21), proxies = f64_randn({40, 8}, 22);
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < B; ++i) labels.push_back((i * 7) % 37);  // classes 37 to 39 absent
+    const Tensor y = labels_of(labels);
+    check_whole_rows_equal_streamed(proxy_anchor_fn, emb, proxies, y);
+    CHECK(proxy_anchor_loss(emb, y, proxies).item() ==
+          Approx(reference_proxy_anchor(emb, y, proxies)).epsilon(1e-12));
+    // A NaN proxy (its class's sums and weights) and a NaN embedding (every class's).
+    for (const bool nan_proxy : {true, false}) {
+      Tensor e = emb.clone(), p = proxies.clone();
+      (nan_proxy ? p.narrow(0, 5, 1) : e.narrow(0, 3, 1)).fill_(NAN);
+      check_whole_rows_equal_streamed(proxy_anchor_fn, e, p, y);
+    }
+  }
 }
 
 TEST_CASE("proxy_anchor_loss: a frozen input gets no gradient and the other the same bits as with both",

@@ -11,7 +11,11 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/parallel.h"
 #include "ops/cpu/gemm_amx.h"
@@ -211,15 +215,17 @@ TEST_CASE("bf16 GEMM matches a double reference for every transposition, operand
 
 TEST_CASE("bf16 GEMM with beta 0 never reads C", "[gemm][bf16]") {
   for (const NamedKernel& k : kernels()) {
-    const Case t{false, true, 9, 50, 7, 1.0f, 0.0f, Activation::relu, 3, 1};
+    // B bf16 and not transposed where the kernel reads it in place, so that it does.
+    const bool b_rows = k.b_rows == BRows::in_place;
+    const Case t{false, !b_rows, 9, 50, 7, 1.0f, 0.0f, Activation::relu, 3, b_rows ? 0 : 1};
     const Operands in(t);
     Operands nan_c(t);
     std::fill(nan_c.c.begin(), nan_c.c.end(), NAN);
-    const std::vector<float> got = run_packed(k.kernel, {16, 16, 96}, t, nan_c);
+    const std::vector<float> got = run_packed(k.kernel, {16, 16, 96}, t, nan_c, k.b_rows);
     for (int64_t i = 0; i < t.M; ++i)
       for (int64_t j = 0; j < t.N; ++j) REQUIRE(std::isfinite(got[size_t(i * t.ldc() + j)]));
     // The same values as with a finite C (which beta 0 ignores too).
-    std::vector<float> finite = run_packed(k.kernel, {16, 16, 96}, t, in);
+    std::vector<float> finite = run_packed(k.kernel, {16, 16, 96}, t, in, k.b_rows);
     for (int64_t i = 0; i < t.M; ++i)
       for (int64_t j = 0; j < t.N; ++j) REQUIRE(got[size_t(i * t.ldc() + j)] == finite[size_t(i * t.ldc() + j)]);
   }
@@ -364,6 +370,35 @@ TEST_CASE("the bf16 GEMM reading B in place gives the bits of the packed one", "
       CHECK(run_packed(dot, blocking, t, in, BRows::in_place) == run_packed(dot, blocking, t, in, BRows::packed));
     }
   set_num_threads(previous);
+}
+
+// The in-place kernel reads only B's own columns and rows (masked loads at the tile's last
+// columns, an odd K's last row alone): with B's last row ending where a page without access
+// begins, any read past it faults. Every width of the last tile, odd and even K.
+TEST_CASE("the bf16 GEMM reading B in place never reads past B's last element", "[gemm][bf16]") {
+  if (!avx512_bf16_rows_micro_kernel()) EMBER_SKIP("this build has no AVX512-BF16 kernel");
+  const Bf16Kernel dot{avx512_bf16_micro_kernel(), nullptr};
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  for (const int64_t N : {1, 15, 16, 17, 31, 32, 33, 47, 48, 49, 95})
+    for (const int64_t K : {1, 2, 5, 6}) {
+      INFO("N " << N << " K " << K);
+      const int64_t M = 9, bytes = K * N * int64_t(sizeof(uint16_t));
+      const int64_t mapped = (bytes + page - 1) / page * page + page;
+      void* region = mmap(nullptr, size_t(mapped), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      REQUIRE(region != MAP_FAILED);
+      char* guard = static_cast<char*>(region) + mapped - page;
+      REQUIRE(mprotect(guard, size_t(page), PROT_NONE) == 0);
+      uint16_t* b = reinterpret_cast<uint16_t*>(guard - bytes);  // B (K, N), rows N apart, ends at the guard
+      const Matrix values(size_t(K * N), 9);
+      std::copy(values.bf16.begin(), values.bf16.end(), b);
+      const Matrix a(size_t(M * K), 10);
+      std::vector<float> in_place(size_t(M * N)), packed(size_t(M * N));
+      for (auto [rows, c] : {std::pair{BRows::in_place, &in_place}, std::pair{BRows::packed, &packed}})
+        gemm_packed_bf16(dot, bf16_kernel_blocking(dot), M, N, K, 1.0f, cpu::gemm_operand(a.bf16.data(), K),
+                         cpu::gemm_operand(b, N), 0.0f, c->data(), N, Activation::none, nullptr, nullptr, rows);
+      CHECK(in_place == packed);
+      munmap(region, size_t(mapped));
+    }
 }
 
 TEST_CASE("the AMX form reloads its tile configuration after the tiles were released between calls",
