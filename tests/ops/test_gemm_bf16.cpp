@@ -346,8 +346,8 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   REQUIRE(c == std::vector<float>{0.0f, 4.0f, 6.0f, 0.0f});
 }
 
-// Note [bf16 pairs from B's rows]: the kernel that reads B in place pairs B's rows in registers
-// and issues the packed kernel's vdpbf16ps in its order, so C is the same bits; here on one and
+// The kernel that reads B in place pairs B's rows in registers and issues the packed kernel's
+// vdpbf16ps in its order (Note [bf16 pairs from B's rows]), so C is the same bits; here on one and
 // two threads, past the cache blocking in K (odd K in the last block), at every width of the last
 // tile (1 to 47 columns past the 48s, so every mask of both loads) and at row strides whose rows
 // are not 64-byte aligned.
