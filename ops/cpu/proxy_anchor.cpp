@@ -72,13 +72,14 @@ std::pair<double, double> proxy_whole_row(T* s, std::span<const int64_t> members
   for (int64_t k = 0; k < B; ++k) s[k] = fast_exp(s[k] - shift);
   const double sum = lane_sum(B, [=](int64_t k) { return s[k]; }) + std::exp(-double(shift));
   const double neg = OnlineLogSumExp{double(shift), sum}.value();
+  const double pos_lse = pos.value();
   if (weigh) {
     const T factor = T(neg_factor * std::exp(double(shift) - neg));
     for (int64_t k = 0; k < B; ++k) s[k] *= factor;
     for (int64_t m = 0; m < count; ++m)
-      s[members[m]] = T(proxy_anchor_weight(true, double(scratch[m]), margin, alpha, pos.value(), pos_divisor));
+      s[members[m]] = T(proxy_anchor_weight(true, double(scratch[m]), margin, alpha, pos_lse, pos_divisor));
   }
-  return {pos.value(), neg};
+  return {pos_lse, neg};
 }
 
 // The number of classes with a member in the batch; flags: C doubles of scratch.

@@ -56,6 +56,25 @@ void check_gradient_in_forward(LossFn loss_fn, const Tensor& emb, const Tensor& 
   check_close(w.grad(), mul(dw, 2.0), 0, 0);
 }
 
+// Tiles of any size, with blocks of whole rows or streamed, give the loss and gradients of one
+// tile of 13 x 13 (the batches here are at most 13 on each side), to rounding.
+template <class LossFn>
+void check_tiles_equal_one_tile(LossFn loss_fn, const Tensor& emb, const Tensor& weights, const Tensor& labels) {
+  TilesGuard guard;
+  set_pair_tiles({.rows = 13, .cols = 13});
+  const LossAndGrads whole = class_loss_and_grads(loss_fn, emb, weights, labels);
+  for (PairTiles shape : {PairTiles{1, 1}, PairTiles{3, 5}, PairTiles{7, 4}, PairTiles{4, 64}})
+    for (int64_t whole_rows : {PairTiles{}.whole_rows, int64_t(0)}) {  // blocks of whole rows, or tiles
+      const PairTiles tiles{shape.rows, shape.cols, whole_rows};
+      INFO("tiles " << tiles.rows << " x " << tiles.cols << (whole_rows > 0 ? ", whole rows" : ", streamed"));
+      set_pair_tiles(tiles);
+      const LossAndGrads streamed = class_loss_and_grads(loss_fn, emb, weights, labels);
+      check_close(streamed.loss, whole.loss, 1e-12, 1e-12);
+      check_close(streamed.demb, whole.demb, 1e-10, 1e-12);
+      check_close(streamed.dweights, whole.dweights, 1e-10, 1e-12);
+    }
+}
+
 // Only the gradients wanted are computed (a frozen W or frozen embeddings skip theirs): each
 // alone is the same bits as with both, on every device, in blocks of whole rows and in streamed
 // tiles; and on the CPU the forward's peak allocation falls by at least the skipped gradient's

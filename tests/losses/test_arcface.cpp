@@ -116,20 +116,8 @@ TEST_CASE("arcface_loss: f64 gradcheck of the embeddings and W", "[losses][arcfa
 
 TEST_CASE("arcface_loss: tiles and blocks of whole rows equal one whole tile, whatever their size",
           "[losses][arcface]") {
-  TilesGuard guard;
   const ArcBatch b = beyond_batch(7, 13, 6, 11);
-  set_pair_tiles({.rows = 13, .cols = 13});
-  const LossAndGrads whole = class_loss_and_grads(arcface_fn, b.emb, b.W, b.labels);
-  for (PairTiles shape : {PairTiles{1, 1}, PairTiles{3, 5}, PairTiles{7, 4}, PairTiles{4, 64}})
-    for (int64_t whole_rows : {PairTiles{}.whole_rows, int64_t(0)}) {  // blocks of whole rows, or tiles
-      const PairTiles tiles{shape.rows, shape.cols, whole_rows};
-      INFO("tiles " << tiles.rows << " x " << tiles.cols << (whole_rows > 0 ? ", whole rows" : ", streamed"));
-      set_pair_tiles(tiles);
-      const LossAndGrads streamed = class_loss_and_grads(arcface_fn, b.emb, b.W, b.labels);
-      test::check_close(streamed.loss, whole.loss, 1e-12, 1e-12);
-      test::check_close(streamed.demb, whole.demb, 1e-10, 1e-12);
-      test::check_close(streamed.dweights, whole.dweights, 1e-10, 1e-12);
-    }
+  check_tiles_equal_one_tile(arcface_fn, b.emb, b.W, b.labels);
 }
 
 TEST_CASE("arcface_loss: rows of 70 and 600 classes, whole or streamed, equal each other and PML's formula",

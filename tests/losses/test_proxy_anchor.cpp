@@ -90,21 +90,9 @@ TEST_CASE("proxy_anchor_loss: f64 gradcheck of the embeddings and proxies", "[lo
 
 TEST_CASE("proxy_anchor_loss: tiles and blocks of whole rows equal one whole tile, whatever their size",
           "[losses][proxy_anchor]") {
-  TilesGuard guard;
   const Tensor emb = f64_randn({13, 6}, 5), proxies = f64_randn({11, 6}, 6);
   const Tensor y = labels_of({0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 3, 0, 10});
-  set_pair_tiles({.rows = 13, .cols = 13});
-  const LossAndGrads whole = class_loss_and_grads(proxy_anchor_fn, emb, proxies, y);
-  for (PairTiles shape : {PairTiles{1, 1}, PairTiles{3, 5}, PairTiles{7, 4}, PairTiles{4, 64}})
-    for (int64_t whole_rows : {PairTiles{}.whole_rows, int64_t(0)}) {  // blocks of whole rows, or tiles
-      const PairTiles tiles{shape.rows, shape.cols, whole_rows};
-      INFO("tiles " << tiles.rows << " x " << tiles.cols << (whole_rows > 0 ? ", whole rows" : ", streamed"));
-      set_pair_tiles(tiles);
-      const LossAndGrads streamed = class_loss_and_grads(proxy_anchor_fn, emb, proxies, y);
-      test::check_close(streamed.loss, whole.loss, 1e-12, 1e-12);
-      test::check_close(streamed.demb, whole.demb, 1e-10, 1e-12);
-      test::check_close(streamed.dweights, whole.dweights, 1e-10, 1e-12);
-    }
+  check_tiles_equal_one_tile(proxy_anchor_fn, emb, proxies, y);
 }
 
 TEST_CASE("proxy_anchor_loss: rows of 70 and 600 embeddings, whole or streamed, equal each other and PML's formula",
