@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/pool_max_2x2.h"
+#include "ops/cpu/pool_max_2x2_avx512.h"
 #include "ops/cpu/window_sums.h"
 #include "ops/kernels.h"
 #include "ops/pool_windows.h"
@@ -33,6 +34,13 @@ void for_each_plane(int64_t planes, int64_t plane_elements, F&& fn) {
                [&](int64_t b, int64_t e) {
                  for (int64_t p = b; p < e; ++p) fn(p);
                });
+}
+
+// Runs fn(first plane, count) for runs of planes, in parallel tasks as for_each_plane's.
+template <class F>
+void for_each_run_of_planes(int64_t planes, int64_t plane_elements, F&& fn) {
+  parallel_for(0, planes, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, plane_elements)),
+               [&](int64_t b, int64_t e) { fn(b, e - b); });
 }
 
 template <class T, class Spans>
@@ -249,6 +257,14 @@ void max_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y
   T* yp = y.data<T>();
   I* ip = indices.data<I>();
   const bool two_by_two = is_2x2_stride_2(g);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Argmax, WindowOffset>) {
+    if (two_by_two)  // Note [Max pool 2x2 in registers]
+      return for_each_run_of_planes(g.planes, in_plane, [&](int64_t p, int64_t count) {
+        max_planes_2x2_f32(xp + p * in_plane, count, g.in_h, g.in_w, yp + p * out_plane, ip + p * out_plane);
+      });
+  }
+#endif
   for_each_plane(g.planes, in_plane, [&](int64_t p) {
     if (two_by_two)
       return max_plane_2x2<T, Argmax>(xp + p * in_plane, yp + p * out_plane, ip + p * out_plane, g.in_w, g.out_h,
@@ -275,6 +291,15 @@ void max_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor&
   const I* ip = indices.data<I>();
   T* dxp = dx.data<T>();
   const bool two_by_two = is_2x2_stride_2(g);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Argmax, WindowOffset>) {
+    if (two_by_two)  // Note [Max pool 2x2 in registers]
+      return for_each_run_of_planes(g.planes, in_plane, [&](int64_t p, int64_t count) {
+        max_planes_2x2_backward_f32(dyp + p * out_plane, ip + p * out_plane, count, g.in_h, g.in_w,
+                                    dxp + p * in_plane);
+      });
+  }
+#endif
   for_each_plane(g.planes, in_plane, [&](int64_t p) {
     T* out = dxp + p * in_plane;
     const T* grad = dyp + p * out_plane;
