@@ -258,10 +258,10 @@ void max_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y
   I* ip = indices.data<I>();
   const bool two_by_two = is_2x2_stride_2(g);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<Argmax, WindowOffset>) {
+  if constexpr (!std::is_same_v<T, double> && std::is_same_v<Argmax, WindowOffset>) {
     if (two_by_two)  // Note [Max pool 2x2 in registers]
       return for_each_run_of_planes(g.planes, in_plane, [&](int64_t p, int64_t count) {
-        max_planes_2x2_f32(xp + p * in_plane, count, g.in_h, g.in_w, yp + p * out_plane, ip + p * out_plane);
+        max_planes_2x2_in_registers(xp + p * in_plane, count, g.in_h, g.in_w, yp + p * out_plane, ip + p * out_plane);
       });
   }
 #endif
@@ -292,11 +292,11 @@ void max_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor&
   T* dxp = dx.data<T>();
   const bool two_by_two = is_2x2_stride_2(g);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<Argmax, WindowOffset>) {
+  if constexpr (!std::is_same_v<T, double> && std::is_same_v<Argmax, WindowOffset>) {
     if (two_by_two)  // Note [Max pool 2x2 in registers]
       return for_each_run_of_planes(g.planes, in_plane, [&](int64_t p, int64_t count) {
-        max_planes_2x2_backward_f32(dyp + p * out_plane, ip + p * out_plane, count, g.in_h, g.in_w,
-                                    dxp + p * in_plane);
+        max_planes_2x2_backward_in_registers(dyp + p * out_plane, ip + p * out_plane, count, g.in_h, g.in_w,
+                                             dxp + p * in_plane);
       });
   }
 #endif

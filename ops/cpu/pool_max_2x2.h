@@ -227,38 +227,8 @@ void max_block_2x2_backward(const T* dy, const typename Argmax::type* idx, int n
   store_prefix<2 * kPoolBlock, kWhole>(bottom, 2 * n, d1);
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// Note [16-bit max pool backward in registers]: for bf16 and f16 gradients with window offsets,
-// GCC 12 vectorised the selecting loop above poorly (16-bit lanes from 8-bit offsets: the bf16
-// backward took 26% of a bf16 MNIST step, against 11% for the f32 one, perf at batch 64). Here
-// each of the n outputs is a 32-bit lane holding its gradient; the two dx values of its window in
-// one row are the low and high halves of a 32-bit lane (little-endian), so the winning candidate
-// picks the half: top = (pick == 0 ? g : 0) | (pick == 1 ? g << 16 : 0), bottom likewise with 2
-// and 3. Bits are moved, never rounded: the same values as the loop.
-inline void max_block_2x2_backward_16_bit(const void* dy, const uint8_t* offsets, int n, void* d0, void* d1) {
-  const __mmask16 lanes = __mmask16((1u << n) - 1);
-  const __m512i g = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, dy));
-  const __m512i picks = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(lanes, offsets));
-  const auto row = [&](int left) {
-    const __mmask16 l = _mm512_cmpeq_epi32_mask(picks, _mm512_set1_epi32(left));
-    const __mmask16 r = _mm512_cmpeq_epi32_mask(picks, _mm512_set1_epi32(left + 1));
-    return _mm512_or_si512(_mm512_maskz_mov_epi32(l, g), _mm512_maskz_slli_epi32(r, g, 16));
-  };
-  _mm512_mask_storeu_epi32(d0, lanes, row(0));
-  _mm512_mask_storeu_epi32(d1, lanes, row(2));
-}
-#endif
-
 template <class T, class Argmax, class I = typename Argmax::type>
 void max_row_2x2_backward(const T* dy, const I* idx, int64_t first, int64_t W, int64_t Wo, T* d0, T* d1) {
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (sizeof(T) == 2 && std::is_same_v<Argmax, WindowOffset>) {
-    for (int64_t ow = 0; ow < Wo; ow += kPoolBlock)
-      max_block_2x2_backward_16_bit(dy + ow, idx + ow, int(std::min<int64_t>(kPoolBlock, Wo - ow)), d0 + 2 * ow,
-                                    d1 + 2 * ow);
-    return;
-  }
-#endif
   int64_t ow = 0;
   for (; ow + kPoolBlock <= Wo; ow += kPoolBlock)
     max_block_2x2_backward<T, Argmax, true>(dy + ow, idx + ow, kPoolBlock, first + 2 * ow, W, d0 + 2 * ow, d1 + 2 * ow);

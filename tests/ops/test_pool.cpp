@@ -175,7 +175,9 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
         check_same(x.grad().to(DType::f64).contiguous().to_vector<double>(), want.grad_in);
         // max_pool2d alone saves window offsets (Note [Max pool window offsets]).
         const Tensor x2 = x.detach().requires_grad_();
-        max_pool2d(x2, c.k, c.stride).backward(dy);
+        const Tensor y2 = max_pool2d(x2, c.k, c.stride);
+        check_same(y2.to(DType::f64).contiguous().to_vector<double>(), want.values);
+        y2.backward(dy);
         check_same(x2.grad().to(DType::f64).contiguous().to_vector<double>(), want.grad_in);
       }
     }
