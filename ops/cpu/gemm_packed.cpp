@@ -150,6 +150,33 @@ struct F32Packing : F32PackingOfA {
 // overrides the choice.
 constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512, kSetAliasingStride = 4096;
 
+// Note [GEMM in halves]: on two threads, C cut into two halves that each thread multiplies
+// alone, as a one-thread GEMM, beat the loop nest's shared work items (Note [GEMM threads]) at
+// every shape measured: its halves of rows where M has at least kHalvesMinRows, else of columns.
+// Each thread then packs only its own operands and keeps them in its own core's caches, where the
+// shared panel of B, packed by both threads, crossed between the cores. Measured on Zen 5
+// (2026-12-07, gemmprobe, the shared nest against halves of rows / of columns, medians, us, 2
+// threads): 128^3 21.4 vs 16.0 / 18.7; 256^3 98.6-101 vs 95.2 / 97.9; 512^3 757-768 vs 748 / 743;
+// 1024^3 6590-6700 vs 6210 / 6170-6430; 2048^3 54000-54300 vs 50000 / 48200; 64x196x576 52.7 vs
+// 46.4 / 51.0; 1024x512x1024 3190-3240 vs 2950 / 3210; 2048x49x1024 991-1005 vs 830 / 1078;
+// 32x3136x288 162-165 vs 159 / 154. Two independent one-thread processes ran at their one-thread
+// speed side by side, which is what halves approach. Each element of C is computed by the same
+// FMAs in the same order as on one thread, so the bits do not change. Not measured with more
+// threads, hence two only; the loop nest's dynamic chunks still serve any other count.
+constexpr int64_t kHalvesMinRows = 64, kHalvesMinColumns = 4 * kNR;
+
+struct Halves {
+  bool by_rows;
+  int64_t cut;  // the first half's rows or columns (a multiple of the tile's); 0: no halves
+};
+
+Halves halves_of(int64_t M, int64_t N, int64_t K) {
+  if (num_threads() != 2 || in_parallel_region() || single_thread<F32Packing>(M, N, K)) return {false, 0};
+  if (M >= kHalvesMinRows) return {true, round_up((M + 1) / 2, kMR)};
+  if (N >= kHalvesMinColumns) return {false, round_up((N + 1) / 2, kNR)};
+  return {false, 0};
+}
+
 struct InPlaceF32Packing : F32PackingOfA {
   const float* b;
   int64_t ldb;  // op(B) = B: (K, N), row k at b + k * ldb
@@ -216,6 +243,22 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
                  int64_t K, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                  float* C, int64_t ldc, Activation act, const float* row_bias, const float* column_bias,
                  BRows b_rows) {
+  // Note [GEMM in halves]: two one-thread GEMMs, one per half of C.
+  if (const Halves halves = halves_of(M, N, K); halves.cut > 0) {
+    return parallel_for(0, 2, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        const int64_t begin = h == 0 ? 0 : halves.cut, end = h == 0 ? halves.cut : halves.by_rows ? M : N;
+        if (halves.by_rows)
+          gemm_packed(kernel, blocking, trans_a, trans_b, end - begin, N, K, alpha, A + (trans_a ? begin : begin * lda),
+                      lda, B, ldb, beta, C + begin * ldc, ldc, act, row_bias ? row_bias + begin : nullptr,
+                      column_bias, b_rows);
+        else
+          gemm_packed(kernel, blocking, trans_a, trans_b, M, end - begin, K, alpha, A, lda,
+                      B + (trans_b ? begin * ldb : begin), ldb, beta, C + begin, ldc, act, row_bias,
+                      column_bias ? column_bias + begin : nullptr, b_rows);
+      }
+    });
+  }
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
   if (b_rows == BRows::by_shape)
     b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;

@@ -195,7 +195,8 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
   const int previous = num_threads();
   // Past the cache blocking in every direction, and the convolution shapes' skinny sides.
   // 120 rows: B packed per micro-panel (Note [B packed per micro-panel]) in one row block on one
-  // thread and in two on two.
+  // thread. Two threads take halves of C (Note [GEMM in halves]): of rows, and of columns for 20
+  // rows; three share the loop nest's work items.
   const Shape3 shapes[] = {{300, 260, 600}, {1100, 37, 70}, {20, 4200, 30}, {64, 196, 576}, {120, 150, 700}};
   for (const Shape3& s : shapes) {
     for (bool ta : {false, true}) {
@@ -203,7 +204,7 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
         const Case t{ta, tb, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3};
         const Operands in(t);
         std::vector<std::vector<float>> results;
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 3}) {
           set_num_threads(threads);
           std::vector<float> c = in.c;
           cpu::gemm<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
@@ -214,6 +215,7 @@ TEST_CASE("cpu::gemm<float> on large and skinny shapes matches the reference and
         check_against_reference(t, in, results[0], "cpu::gemm");
         // The K blocking does not depend on the split, so the sums are the same FMAs in the same order.
         REQUIRE(results[0] == results[1]);
+        REQUIRE(results[0] == results[2]);
         std::vector<float> eigen = in.c;
         cpu::gemm_eigen<float>(ta, tb, t.M, t.N, t.K, t.alpha, in.a.data(), t.lda(), in.b.data(), t.ldb(), t.beta,
                                eigen.data(), t.ldc(), t.act, bias_of(t, in));
