@@ -162,7 +162,9 @@ constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512, kSetAlia
 // 32x3136x288 162-165 vs 159 / 154. Two independent one-thread processes ran at their one-thread
 // speed side by side, which is what halves approach. Each element of C is computed by the same
 // FMAs in the same order as on one thread, so the bits do not change. Not measured with more
-// threads, hence two only; the loop nest's dynamic chunks still serve any other count.
+// threads, hence two only; the loop nest's dynamic chunks still serve any other count. The bf16
+// GEMM keeps the shared nest: halves measured mixed there (the same runs: 64x196x576 24.7-25.4
+// vs 22.0, 256^3 52.5-53.4 vs 47.8-50.1, but 512^3 362-363 vs 390-397).
 constexpr int64_t kHalvesMinRows = 64, kHalvesMinColumns = 4 * kNR;
 
 struct Halves {
