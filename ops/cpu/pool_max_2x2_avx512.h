@@ -24,9 +24,14 @@
 // each output's gradient into the vector of its picked candidate and interleaves them back into
 // the two runs with the inverse permutes, so every dx element is written once. bf16 and f16 move
 // as their bits in 32-bit lanes (zero-extended), widened exactly to f32 only to be compared, so
-// the maxima and gradients are the inputs' bits, never rounded. Measured (poolprobe, 2 threads,
-// n 64, Zen 5, against the portable blocks, best of 200 calls, us): f32 16x28x28 forward 118 ->
-// 85, backward 66 -> 49; 32x14x14 forward 112 -> 49, backward 54 -> 26.
+// the maxima and gradients are the inputs' bits, never rounded. Measured (2026-12-07, poolprobe,
+// 2 threads, Zen 5, against the portable blocks, alternated, best of 50 calls, us; the memory
+// side in Note [Pool lanes to memory] and Note [Pool prefetch]): f32 n64 16x28x28 forward 151-164
+// -> 79-82, backward 89-96 -> 68-69; n64 32x14x14 forward 143-149 -> 50-89, backward 68-82 ->
+// 38-43; n8 64x64x64 forward 199-213 -> 149-162, backward 92-119 -> 110-129 (rows of whole
+// blocks: the portable backward vectorises well there, and the two are within the noise or this
+// one is up to a fifth slower); a 64 MiB input, n256 64x32x32, forward 2.27-2.70 ms -> 2.09-2.30,
+// backward 1.89-2.11 -> 1.80-2.36. In a bf16 MNIST step pooling fell from 23% to 13% (perf).
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -68,17 +73,44 @@ struct Runs2x2 {
 
 inline __mmask16 first_lanes(int n) { return __mmask16((1u << n) - 1); }
 
-// The elements of T (float, BFloat16 or Half) as bits in 32-bit lanes, and as f32 values.
+// Note [Pool lanes to memory]: all 16 lanes (the whole blocks of long rows) move without a mask,
+// and narrowed lanes (offsets, 16-bit elements) are narrowed in registers and then stored, never
+// by a narrowing store (vpmovdb / vpmovdw to memory). On Zen 5 the forward over a 64 MiB input
+// (rows of 16 outputs) took 3.0-3.2 ms with masked loads and narrowing stores against 1.9-2.3 ms
+// for the portable blocks (poolprobe, 2 threads, alternated); MNIST's short rows, in cache, did
+// not show it.
+inline __m128i offsets_of(__mmask16 lanes, const uint8_t* p) {
+  return lanes == 0xFFFF ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(lanes, p);
+}
+inline void store_offsets(__mmask16 lanes, uint8_t* p, __m512i picks) {
+  const __m128i bytes = _mm512_maskz_cvtepi32_epi8(0xFFFF, picks);
+  if (lanes == 0xFFFF) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bytes);
+  else _mm_mask_storeu_epi8(p, lanes, bytes);
+}
+
+// The elements of T (float, BFloat16 or Half) as bits in 32-bit lanes, and as f32 values (Note
+// [Pool lanes to memory]).
 template <class T>
 struct PoolLanes {
   static_assert(std::is_same_v<T, float> || is_float16_v<T>);
   static __m512i load(__mmask16 lanes, const T* p) {
-    if constexpr (sizeof(T) == 4) return _mm512_maskz_loadu_epi32(lanes, p);
-    else return _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, p));
+    if constexpr (sizeof(T) == 4) {
+      return lanes == 0xFFFF ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(lanes, p);
+    } else {
+      const __m256i bits = lanes == 0xFFFF ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                                           : _mm256_maskz_loadu_epi16(lanes, p);
+      return _mm512_maskz_cvtepu16_epi32(0xFFFF, bits);
+    }
   }
   static void store(__mmask16 lanes, T* p, __m512i bits) {
-    if constexpr (sizeof(T) == 4) _mm512_mask_storeu_epi32(p, lanes, bits);
-    else _mm512_mask_cvtepi32_storeu_epi16(p, lanes, bits);
+    if constexpr (sizeof(T) == 4) {
+      if (lanes == 0xFFFF) _mm512_storeu_si512(p, bits);
+      else _mm512_mask_storeu_epi32(p, lanes, bits);
+    } else {
+      const __m256i narrow = _mm512_maskz_cvtepi32_epi16(0xFFFF, bits);
+      if (lanes == 0xFFFF) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow);
+      else _mm256_mask_storeu_epi16(p, lanes, narrow);
+    }
   }
   static __m512 value(__m512i bits) {
     if constexpr (std::is_same_v<T, float>) return _mm512_castsi512_ps(bits);
@@ -87,6 +119,17 @@ struct PoolLanes {
   }
 };
 
+// Note [Pool prefetch]: the rows two windows further on (where the next blocks of this column
+// read or write), fetched ahead: without it the forward over a 64 MiB input (rows of 16 outputs)
+// ran 10-15% slower than the portable blocks, which the hardware prefetchers served better
+// (poolprobe, 2 threads, alternated: 2.6-2.8 ms against 2.25-2.35), and with it at their speed
+// (2.05-2.23 against 1.99-2.14). The backward fetches its dx lines for writing.
+template <_mm_hint kHint, class T>
+inline void prefetch_next_windows(const T* a, const T* b, int64_t W) {
+  for (const T* row : {a + 4 * W, a + 5 * W, b + 4 * W, b + 5 * W})
+    _mm_prefetch(reinterpret_cast<const char*>(row), kHint);
+}
+
 // One forward block: `first` outputs from the windows at a, `second` from those at b (their top
 // rows; bottom rows W further on), written to y and offsets (first + second of each).
 template <class T>
@@ -94,6 +137,7 @@ void max_block_2x2_in_registers(const Runs2x2& runs, int second, const T* a, con
                                 uint8_t* offsets) {
   using Lanes = PoolLanes<T>;
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
+  prefetch_next_windows<_MM_HINT_T0>(a, b, W);
   const __m512i top_a = Lanes::load(a_lanes, a), top_b = Lanes::load(b_lanes, b);
   const __m512i bottom_a = Lanes::load(a_lanes, a + W), bottom_b = Lanes::load(b_lanes, b + W);
   const __m512i odd = _mm512_add_epi32(runs.even, _mm512_set1_epi32(1));
@@ -113,7 +157,7 @@ void max_block_2x2_in_registers(const Runs2x2& runs, int second, const T* a, con
   consider(_mm512_permutex2var_epi32(bottom_a, odd, bottom_b), 3);
   const __mmask16 outputs = first_lanes(runs.first + second);
   Lanes::store(outputs, y, best_bits);
-  _mm512_mask_cvtepi32_storeu_epi8(offsets, outputs, pick);
+  store_offsets(outputs, offsets, pick);
 }
 
 // One backward block, the inverse of max_block_2x2_in_registers: the dx rows at a and b (top
@@ -125,72 +169,61 @@ void max_block_2x2_backward_in_registers(const Runs2x2& runs, int second, const 
   using Lanes = PoolLanes<T>;
   const __mmask16 outputs = first_lanes(runs.first + second);
   const __m512i grad = Lanes::load(outputs, dy);
-  const __m512i pick = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_maskz_loadu_epi8(outputs, offsets));
+  const __m512i pick = _mm512_maskz_cvtepu8_epi32(0xFFFF, offsets_of(outputs, offsets));
   const auto only = [&](int number) {
     return _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(pick, _mm512_set1_epi32(number)), grad);
   };
   const __m512i c0 = only(0), c1 = only(1), c2 = only(2), c3 = only(3);
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
+  prefetch_next_windows<_MM_HINT_ET0>(a, b, W);
   Lanes::store(a_lanes, a, _mm512_permutex2var_epi32(c0, runs.to_a, c1));
   Lanes::store(b_lanes, b, _mm512_permutex2var_epi32(c0, runs.to_b, c1));
   Lanes::store(a_lanes, a + W, _mm512_permutex2var_epi32(c2, runs.to_a, c3));
   Lanes::store(b_lanes, b + W, _mm512_permutex2var_epi32(c2, runs.to_b, c3));
 }
 
-// Calls block(runs, second, window_row, column, next_window_row, next_column, output) for every
-// block of `planes` planes of H x W (Note [Max pool 2x2 in registers]): window rows count the
-// planes' output rows from 0, their windows' top rows at input row 2 * window_row of the run of
-// planes (H == 2 Ho) or of plane window_row / Ho (odd H); output is the flat index of the block's
-// first output in y.
+// Calls block(runs, second, a, b, output) for every block of `planes` planes of H x W (Note [Max
+// pool 2x2 in registers]): a and b are the input offsets of the two runs' windows (their top
+// rows), output the offset of the block's first output in y. The offsets are stepped along, not
+// computed from a row number: a division per block took a quarter of the time on long rows.
 template <class Block>
 void for_each_block_2x2(int64_t planes, int64_t H, int64_t W, Block&& block) {
   const int64_t Ho = H / 2, Wo = W / 2;
   if (Wo <= 8) {
     const Runs2x2 runs{int(Wo)};
-    const bool tall = H == 2 * Ho;  // the run of planes is one plane of planes * Ho output rows
+    // Where H is even the run of planes is one tall plane of planes * Ho output rows.
+    const bool tall = H == 2 * Ho;
     const int64_t rows = tall ? planes * Ho : Ho;
-    for (int64_t p = 0; p < (tall ? 1 : planes); ++p)
-      for (int64_t r = 0; r < rows; r += 2) {
-        const int64_t row = p * Ho + r;
-        block(runs, r + 1 < rows ? int(Wo) : 0, row, 0, row + 1, 0, row * Wo);
-      }
+    for (int64_t p = 0; p < (tall ? 1 : planes); ++p) {
+      int64_t in = p * H * W, out = p * Ho * Wo;
+      for (int64_t r = 0; r < rows; r += 2, in += 4 * W, out += 2 * Wo)
+        block(runs, r + 1 < rows ? int(Wo) : 0, in, in + 2 * W, out);
+    }
     return;
   }
   const Runs2x2 whole{8}, tail{int(std::min<int64_t>(8, Wo % 16))};
-  for (int64_t row = 0; row < planes * Ho; ++row) {
-    int64_t ow = 0;
-    for (; ow + 16 <= Wo; ow += 16) block(whole, 8, row, 2 * ow, row, 2 * ow + 16, row * Wo + ow);
-    if (ow < Wo) block(tail, int(Wo - ow) - tail.first, row, 2 * ow, row, 2 * ow + 16, row * Wo + ow);
-  }
-}
-
-// The input offset of window row `row`'s top row (see for_each_block_2x2).
-inline int64_t window_row_start(int64_t row, int64_t H, int64_t W) {
-  const int64_t Ho = H / 2;
-  return H == 2 * Ho ? 2 * row * W : (row / Ho) * H * W + 2 * (row % Ho) * W;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t r = 0; r < Ho; ++r) {
+      const int64_t in = p * H * W + 2 * r * W, out = (p * Ho + r) * Wo;
+      int64_t ow = 0;
+      for (; ow + 16 <= Wo; ow += 16) block(whole, 8, in + 2 * ow, in + 2 * ow + 16, out + ow);
+      if (ow < Wo) block(tail, int(Wo - ow) - tail.first, in + 2 * ow, in + 2 * ow + 16, out + ow);
+    }
 }
 
 template <class T>
 void max_planes_2x2_in_registers(const T* x, int64_t planes, int64_t H, int64_t W, T* y, uint8_t* offsets) {
-  for_each_block_2x2(planes, H, W,
-                     [&](const Runs2x2& runs, int second, int64_t row, int64_t column, int64_t next_row,
-                         int64_t next_column, int64_t output) {
-                       max_block_2x2_in_registers(runs, second, x + window_row_start(row, H, W) + column,
-                                                  x + window_row_start(next_row, H, W) + next_column, W, y + output,
-                                                  offsets + output);
-                     });
+  for_each_block_2x2(planes, H, W, [&](const Runs2x2& runs, int second, int64_t a, int64_t b, int64_t output) {
+    max_block_2x2_in_registers(runs, second, x + a, x + b, W, y + output, offsets + output);
+  });
 }
 
 template <class T>
 void max_planes_2x2_backward_in_registers(const T* dy, const uint8_t* offsets, int64_t planes, int64_t H, int64_t W,
                                           T* dx) {
-  for_each_block_2x2(planes, H, W,
-                     [&](const Runs2x2& runs, int second, int64_t row, int64_t column, int64_t next_row,
-                         int64_t next_column, int64_t output) {
-                       max_block_2x2_backward_in_registers(runs, second, dy + output, offsets + output, W,
-                                                           dx + window_row_start(row, H, W) + column,
-                                                           dx + window_row_start(next_row, H, W) + next_column);
-                     });
+  for_each_block_2x2(planes, H, W, [&](const Runs2x2& runs, int second, int64_t a, int64_t b, int64_t output) {
+    max_block_2x2_backward_in_registers(runs, second, dy + output, offsets + output, W, dx + a, dx + b);
+  });
   // Cells in no window: an odd width's last column, an odd height's last row.
   const int64_t Ho = H / 2;
   for (int64_t p = 0; p < planes; ++p) {
