@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -27,17 +28,47 @@ thread_local bool t_in_parallel = false;
 
 // Note [Spin before sleeping]: a training step runs hundreds of short parallel loops; waking a
 // worker through a condition variable costs tens of microseconds each time, as much as the
-// work of a small op. So a worker polls for the next job for a short while (about 50 us of
-// pause instructions) before it sleeps, and the caller polls for the workers to finish before
-// it sleeps, as OpenMP runtimes do. Between training steps the pool still goes to sleep, so
-// an idle process does not hold the (shared) cores.
-constexpr int kSpinIterations = 1000;
+// work of a small op (in a VM each wake is an interrupt through the hypervisor). So a worker
+// polls for the next job for a while before it sleeps, and the caller polls for the workers to
+// finish before it sleeps, as OpenMP runtimes do. Between training steps the pool still goes to
+// sleep, so an idle process does not hold the (shared) cores. The while is a time, 200 us by
+// default (EMBER_SPIN_US overrides it, 0 to 100000): it was 1000 pause instructions, whose
+// length differs tenfold between x86 cores (19 ns each on Zen 5 measured: 19 us). Measured on Zen 5
+// (2026-12-07, mnistprobe, median ms per mnist_cnn step, alternated): batch 32, 20 us 1.93-1.94,
+// 200 us 1.83-1.88, 1000 us 1.86-1.89; batch 128 20 us 6.96-6.97, 200 us 6.80-6.88 (one outlier
+// at 7.9 in either). The test suite took as long (115 s against 113 at 2 processes on 2 cores).
+int spin_microseconds() {
+  static const int us = [] {
+    const char* env = std::getenv("EMBER_SPIN_US");
+    if (!env) return 200;
+    char* rest = nullptr;
+    const long n = std::strtol(env, &rest, 10);
+    EMBER_CHECK(rest != env && *rest == '\0' && n >= 0 && n <= 100000,
+                "EMBER_SPIN_US: expected an integer in [0, 100000] (microseconds), got '", env, "'");
+    return int(n);
+  }();
+  return us;
+}
+
+// Polls ready() for about spin_microseconds(); whether it became true.
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_microseconds());
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      EMBER_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
 
 // One job at a time: workers wake on a generation change, claim chunks, and the last one out
 // signals the caller.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
+    (void)spin_microseconds();  // EMBER_SPIN_US is checked here, where an error can reach the caller
     for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
   }
   ~ThreadPool() {
@@ -65,7 +96,7 @@ class ThreadPool {
     }
     wake_.notify_all();
     work();
-    for (int i = 0; i < kSpinIterations && busy_.load(std::memory_order_acquire) != 0; ++i) EMBER_CPU_RELAX();
+    spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; });
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return busy_.load() == 0; });
     fn_ = nullptr;
@@ -92,8 +123,7 @@ class ThreadPool {
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-      for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i)
-        EMBER_CPU_RELAX();
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
