@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -140,8 +141,33 @@ void dispatch_grid(DType dtype, F&& f) {
 // (and a grid's rows back into a plane). In vectors, the last one masked: the rows are short (7
 // to 64 values), and a memmove call per row took 10% of an MNIST epoch once its layers ran on
 // the grid (perf, batch 128).
+// Note [Same-type rows]: bf16 into a bf16 grid (dy for the weight and input gradients on pairs)
+// went through f32 and back, the rounding in integer instructions (7% of a bf16 MNIST step in
+// perf), and f32 rows through masked loads, which Zen 5 runs slowly where the data is not in
+// cache (Note [Pool lanes to memory] in pool_max_2x2_avx512.h).
+// Between tensors of one type the bits are copied as they are, 64 bytes a vector, whole vectors
+// without masks (Note [Same-type rows]).
 template <class Src, class Dst>
 void copy_rows(const Src* src, int64_t src_stride, Dst* dst, int64_t dst_stride, int64_t rows, int64_t width) {
+  if constexpr (std::is_same_v<Src, Dst>) {
+    static_assert(sizeof(Src) == 4 || sizeof(Src) == 2);
+    constexpr int64_t kLanes = 64 / sizeof(Src);
+    const int64_t whole = width / kLanes * kLanes, left = width - whole;
+    for (int64_t r = 0; r < rows; ++r) {
+      const Src* from = src + r * src_stride;
+      Dst* to = dst + r * dst_stride;
+      for (int64_t j = 0; j < whole; j += kLanes) _mm512_storeu_si512(to + j, _mm512_loadu_si512(from + j));
+      if (left == 0) continue;
+      if constexpr (sizeof(Src) == 4) {
+        const __mmask16 tail = __mmask16((1u << left) - 1);
+        _mm512_mask_storeu_epi32(to + whole, tail, _mm512_maskz_loadu_epi32(tail, from + whole));
+      } else {
+        const __mmask32 tail = __mmask32((uint64_t(1) << left) - 1);
+        _mm512_mask_storeu_epi16(to + whole, tail, _mm512_maskz_loadu_epi16(tail, from + whole));
+      }
+    }
+    return;
+  }
   const int64_t whole = width / 16 * 16;
   const __mmask16 tail = gemm_detail::column_mask(int(width - whole), 0);
   for (int64_t r = 0; r < rows; ++r) {
