@@ -293,7 +293,9 @@ void max_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor&
   const bool two_by_two = is_2x2_stride_2(g);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if constexpr (!std::is_same_v<T, double> && std::is_same_v<Argmax, WindowOffset>) {
-    if (two_by_two)  // Note [Max pool 2x2 in registers]
+    // Note [Max pool 2x2 in registers]: f32 rows of whole blocks keep the portable backward.
+    const bool registers = !std::is_same_v<T, float> || g.out_w < kPoolBlock;
+    if (two_by_two && registers)
       return for_each_run_of_planes(g.planes, in_plane, [&](int64_t p, int64_t count) {
         max_planes_2x2_backward_in_registers(dyp + p * out_plane, ip + p * out_plane, count, g.in_h, g.in_w,
                                              dxp + p * in_plane);

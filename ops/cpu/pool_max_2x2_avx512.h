@@ -5,7 +5,7 @@
 //   backward dy (P, Ho, Wo), offsets -> dx (P, H, W): each window's gradient where its maximum
 //            was, 0 elsewhere (an odd H's last row and an odd W's last column too).
 // Used by ops/cpu/pool.cpp; the portable blocks of ops/cpu/pool_max_2x2.h remain for f64, for i64
-// plane indices and for builds without AVX-512.
+// plane indices, for the f32 backward on rows of 16 outputs or more, and without AVX-512.
 //
 // Note [Max pool 2x2 in registers]: the portable blocks, written as loops for GCC to vectorise,
 // kept their arrays on the stack and moved a partial block through it, and every row of MNIST's
@@ -27,11 +27,12 @@
 // the maxima and gradients are the inputs' bits, never rounded. Measured (2026-12-07, poolprobe,
 // 2 threads, Zen 5, against the portable blocks, alternated, best of 50 calls, us; the memory
 // side in Note [Pool lanes to memory] and Note [Pool prefetch]): f32 n64 16x28x28 forward 151-164
-// -> 79-82, backward 89-96 -> 68-69; n64 32x14x14 forward 143-149 -> 50-89, backward 68-82 ->
-// 38-43; n8 64x64x64 forward 199-213 -> 149-162, backward 92-119 -> 110-129 (rows of whole
-// blocks: the portable backward vectorises well there, and the two are within the noise or this
-// one is up to a fifth slower); a 64 MiB input, n256 64x32x32, forward 2.27-2.70 ms -> 2.09-2.30,
-// backward 1.89-2.11 -> 1.80-2.36. In a bf16 MNIST step pooling fell from 23% to 13% (perf).
+// -> 79-82, backward 85-96 -> 68; n64 32x14x14 forward 149 -> 50-59, backward 68-73 -> 38; a 64
+// MiB input, n256 64x32x32, forward 2.27 ms -> 2.09-2.19; n8 64x64x64 forward 211-213 -> 159-162.
+// But on rows of 16 outputs or more GCC vectorises the portable f32 backward well, and it stayed
+// faster (n8 64x64x64 92-108 against 120-122, 56x56 94-114 against 99-136, even at 36x36), so
+// f32 rows of a whole block or more keep it (ops/cpu/pool.cpp); the 16-bit portable backward has
+// no such form. In a bf16 MNIST step pooling fell from 23% to 9-13% (perf).
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
