@@ -50,9 +50,10 @@ int spin_microseconds() {
   return us;
 }
 
-// Polls ready() for about spin_microseconds(); whether it became true.
+// Polls ready() for about spin_microseconds() (not at all for 0); whether it became true.
 template <class Ready>
 bool spin_until(Ready&& ready) {
+  if (spin_microseconds() == 0) return ready();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_microseconds());
   for (;;) {
     for (int i = 0; i < 32; ++i) {
@@ -123,7 +124,9 @@ class ThreadPool {
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      spin_until([&] {
+        return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      });
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
@@ -139,7 +142,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex job_mutex_, mutex_;
   std::condition_variable wake_, done_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};  // written under mutex_, polled without it (a spinning worker)
   std::atomic<uint64_t> generation_{0};  // written under mutex_, polled without it
   std::atomic<int> busy_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;

@@ -141,10 +141,11 @@ void dispatch_grid(DType dtype, F&& f) {
 // (and a grid's rows back into a plane). In vectors, the last one masked: the rows are short (7
 // to 64 values), and a memmove call per row took 10% of an MNIST epoch once its layers ran on
 // the grid (perf, batch 128).
-// Note [Same-type rows]: bf16 into a bf16 grid (dy for the weight and input gradients on pairs)
-// went through f32 and back, the rounding in integer instructions (7% of a bf16 MNIST step in
-// perf), and f32 rows through masked loads, which Zen 5 runs slowly where the data is not in
-// cache (Note [Pool lanes to memory] in pool_max_2x2_avx512.h).
+// Note [Same-type rows]: bf16 rows into a bf16 grid (dy for the weight gradient on position
+// pairs, Note [bf16 weight gradient on position pairs]) went through f32 and back, the rounding in
+// integer instructions (7% of a bf16 MNIST step in perf), and f32 rows (input planes into an f32
+// grid, outputs out of it) through masked loads even for whole vectors, which Zen 5 runs slowly
+// where the data is not in cache (Note [Pool lanes to memory] in pool_max_2x2_avx512.h).
 // Between tensors of one type the bits are copied as they are, 64 bytes a vector, whole vectors
 // without masks (Note [Same-type rows]).
 template <class Src, class Dst>

@@ -150,26 +150,27 @@ struct F32Packing : F32PackingOfA {
 // overrides the choice.
 constexpr int64_t kInPlaceMaxRows = 256, kInPlaceMaxRowsThreaded = 512, kSetAliasingStride = 4096;
 
-// Note [GEMM in halves]: on two threads, C cut into two halves that each thread multiplies
-// alone, as a one-thread GEMM, beat the loop nest's shared work items (Note [GEMM threads]) at
-// every shape measured: its halves of rows where M has at least kHalvesMinRows, else of columns.
-// Each thread then packs only its own operands and keeps them in its own core's caches, where the
-// shared panel of B, packed by both threads, crossed between the cores. Measured on Zen 5
-// (2026-12-07, gemmprobe, the shared nest against halves of rows / of columns, medians, us, 2
-// threads): 128^3 21.4 vs 16.0 / 18.7; 256^3 98.6-101 vs 95.2 / 97.9; 512^3 757-768 vs 748 / 743;
-// 1024^3 6590-6700 vs 6210 / 6170-6430; 2048^3 54000-54300 vs 50000 / 48200; 64x196x576 52.7 vs
-// 46.4 / 51.0; 1024x512x1024 3190-3240 vs 2950 / 3210; 2048x49x1024 991-1005 vs 830 / 1078;
-// 32x3136x288 162-165 vs 159 / 154. Two independent one-thread processes ran at their one-thread
-// speed side by side, which is what halves approach. `ember bench ops`, alternated with the
-// build before, two runs each, GFLOP/s: at first 512^3 314/345 -> 343/373, 1024^3 332/341 ->
+// Note [GEMM in halves]: on two threads, C is cut into two halves that each thread multiplies
+// alone, as a one-thread GEMM, instead of sharing the loop nest's work items (Note [GEMM
+// threads]): halves of rows where M has at least kHalvesMinRows, else of columns where N has at
+// least kHalvesMinColumns (else the shared nest). Each thread then packs only its own operands and
+// keeps them in its own core's caches, where the shared panel of B, packed by both threads,
+// crossed between the cores; two independent one-thread processes ran at their one-thread speed
+// side by side, which is what halves approach. Each element of C is computed by the same FMAs in
+// the same order as on one thread, so the bits do not change. Measured on Zen 5 (2026-12-07), 2
+// threads: gemmprobe, medians, us, the shared nest against halves of rows / of columns: 128^3
+// 21.4 vs 16.0 / 18.7; 256^3 98.6-101 vs 95.2 / 97.9; 512^3 757-768 vs 748 / 743; 1024^3
+// 6590-6700 vs 6210 / 6170-6430; 2048^3 54000-54300 vs 50000 / 48200; 64x196x576 52.7 vs 46.4 /
+// 51.0; 1024x512x1024 3190-3240 vs 2950 / 3210; 2048x49x1024 991-1005 vs 830 / 1078; 32x3136x288
+// 162-165 vs 159 / 154 (the halves chosen won at every shape). `ember bench ops`, alternated with
+// the build before, two runs each, GFLOP/s: first 512^3 314/345 -> 343/373, 1024^3 332/341 ->
 // 349/349, 2048^3 312/314 -> 349/349, 32x3136x288 313/330 -> 335/354, 64x196x576 236/242 ->
 // 265/311, 2048x49x1024 202/211 -> 233/256; an hour later, the machine busier, the square sizes
 // even (512^3 329/334 -> 315/337, 1024^3 330/317 -> 329/332, 2048^3 324/314 -> 319/326) and the
-// skinny ones still ahead (301/309 -> 331/332, 236/237 -> 257/250, 213/195 -> 230/209). Each element of C is computed by the same
-// FMAs in the same order as on one thread, so the bits do not change. Not measured with more
-// threads, hence two only; the loop nest's dynamic chunks still serve any other count. The bf16
-// GEMM keeps the shared nest: halves measured mixed there (the same runs: 64x196x576 24.7-25.4
-// vs 22.0, 256^3 52.5-53.4 vs 47.8-50.1, but 512^3 362-363 vs 390-397).
+// skinny ones still ahead (301/309 -> 331/332, 236/237 -> 257/250, 213/195 -> 230/209). Not
+// measured with more threads, hence two only; the loop nest's dynamic chunks serve any other
+// count. The bf16 GEMM keeps the shared nest: halves measured mixed there (gemmprobe, the same
+// way: 64x196x576 24.7-25.4 vs 22.0, 256^3 52.5-53.4 vs 47.8-50.1, but 512^3 362-363 vs 390-397).
 constexpr int64_t kHalvesMinRows = 64, kHalvesMinColumns = 4 * kNR;
 
 struct Halves {

@@ -124,11 +124,16 @@ struct PoolLanes {
 // read or write), fetched ahead: without it the forward over a 64 MiB input (rows of 16 outputs)
 // ran 10-15% slower than the portable blocks, which the hardware prefetchers served better
 // (poolprobe, 2 threads, alternated: 2.6-2.8 ms against 2.25-2.35), and with it at their speed
-// (2.05-2.23 against 1.99-2.14). The backward fetches its dx lines for writing.
-template <_mm_hint kHint, class T>
+// (2.05-2.23 against 1.99-2.14). The backward fetches its dx lines for writing. The addresses
+// may lie past the tensor on its last rows, where a prefetch does nothing; they are computed as
+// integers, since a pointer past an array's end is undefined.
+template <bool kForWriting, class T>
 inline void prefetch_next_windows(const T* a, const T* b, int64_t W) {
-  for (const T* row : {a + 4 * W, a + 5 * W, b + 4 * W, b + 5 * W})
-    _mm_prefetch(reinterpret_cast<const char*>(row), kHint);
+  const auto at = [&](const T* p, int64_t elements) {
+    return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(elements * int64_t(sizeof(T))));
+  };
+  for (const void* row : {at(a, 4 * W), at(a, 5 * W), at(b, 4 * W), at(b, 5 * W)})
+    __builtin_prefetch(row, kForWriting ? 1 : 0, 3);
 }
 
 // One forward block: `first` outputs from the windows at a, `second` from those at b (their top
@@ -138,7 +143,7 @@ void max_block_2x2_in_registers(const Runs2x2& runs, int second, const T* a, con
                                 uint8_t* offsets) {
   using Lanes = PoolLanes<T>;
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
-  prefetch_next_windows<_MM_HINT_T0>(a, b, W);
+  prefetch_next_windows<false>(a, b, W);
   const __m512i top_a = Lanes::load(a_lanes, a), top_b = Lanes::load(b_lanes, b);
   const __m512i bottom_a = Lanes::load(a_lanes, a + W), bottom_b = Lanes::load(b_lanes, b + W);
   const __m512i odd = _mm512_add_epi32(runs.even, _mm512_set1_epi32(1));
@@ -176,7 +181,7 @@ void max_block_2x2_backward_in_registers(const Runs2x2& runs, int second, const 
   };
   const __m512i c0 = only(0), c1 = only(1), c2 = only(2), c3 = only(3);
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
-  prefetch_next_windows<_MM_HINT_ET0>(a, b, W);
+  prefetch_next_windows<true>(a, b, W);
   Lanes::store(a_lanes, a, _mm512_permutex2var_epi32(c0, runs.to_a, c1));
   Lanes::store(b_lanes, b, _mm512_permutex2var_epi32(c0, runs.to_b, c1));
   Lanes::store(a_lanes, a + W, _mm512_permutex2var_epi32(c2, runs.to_a, c3));
@@ -197,8 +202,10 @@ void for_each_block_2x2(int64_t planes, int64_t H, int64_t W, Block&& block) {
     const int64_t rows = tall ? planes * Ho : Ho;
     for (int64_t p = 0; p < (tall ? 1 : planes); ++p) {
       int64_t in = p * H * W, out = p * Ho * Wo;
-      for (int64_t r = 0; r < rows; r += 2, in += 4 * W, out += 2 * Wo)
-        block(runs, r + 1 < rows ? int(Wo) : 0, in, in + 2 * W, out);
+      for (int64_t r = 0; r < rows; r += 2, in += 4 * W, out += 2 * Wo) {
+        const bool pair = r + 1 < rows;  // a last row alone: b names no memory past the run
+        block(runs, pair ? int(Wo) : 0, in, pair ? in + 2 * W : in, out);
+      }
     }
     return;
   }
@@ -208,7 +215,10 @@ void for_each_block_2x2(int64_t planes, int64_t H, int64_t W, Block&& block) {
       const int64_t in = p * H * W + 2 * r * W, out = (p * Ho + r) * Wo;
       int64_t ow = 0;
       for (; ow + 16 <= Wo; ow += 16) block(whole, 8, in + 2 * ow, in + 2 * ow + 16, out + ow);
-      if (ow < Wo) block(tail, int(Wo - ow) - tail.first, in + 2 * ow, in + 2 * ow + 16, out + ow);
+      if (ow < Wo) {
+        const int second = int(Wo - ow) - tail.first;  // 0: b names no memory past the row
+        block(tail, second, in + 2 * ow, in + 2 * ow + (second > 0 ? 16 : 0), out + ow);
+      }
     }
 }
 

@@ -127,6 +127,7 @@ Tensor tie_heavy(const Shape& shape, uint64_t seed) {
   float* v = x.data<float>();
   for (int64_t i = 0; i < x.numel(); i += 37) v[i] = std::numeric_limits<float>::quiet_NaN();
   for (int64_t i = 5; i < x.numel(); i += 53) v[i] = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 11; i < x.numel(); i += 59) v[i] = std::numeric_limits<float>::infinity();
   return x;
 }
 
@@ -143,20 +144,26 @@ void check_same(const std::vector<double>& got, const std::vector<double>& want)
 // Note [Max pool in blocks] and [Native 16-bit max pooling]: the 2x2 stride-2 pass works on
 // blocks of 16 outputs, a row's last partial block under masks (widths 37, 32 and 9 here give
 // whole blocks, partial ones and both; odd sizes leave a last row and column in no window), and
-// bf16 / f16 pool without widening. Note [Max pool 2x2 in registers] (f32 with max_pool2d's
-// window offsets): rows of 8 outputs or fewer go in pairs, across planes where H is even (7 rows
-// a plane: 14x14; 3: 6x9; a run of planes split between tasks after an odd number of rows:
-// 16x16x14x14), within a plane where it is odd (7x17); rows of 9 or more in blocks of 8 + 8
-// (28x28: 8 + 6; 50: 16 + 8 + 1). Every dtype's values,
+// bf16 / f16 pool without widening. Note [Max pool 2x2 in registers] (max_pool2d's window
+// offsets, f32 and 16-bit; the f32 backward only on rows under 16 outputs): rows of 8 outputs or
+// fewer go in pairs, across planes where H is even (7 rows a plane: 14x14; 3: 6x9; 2 rows of 8:
+// 4x16; one row of 1: 2x3; a run of planes split between the two threads' tasks after an odd
+// number of rows: 16x16x14x14), within a plane where it is odd (7x17); rows of 9 or more in
+// blocks of 8 + 8 (28x28: 8 + 6; 50: 16 + 8 + 1). Every dtype's values,
 // indices and input gradient equal pooling by definition; the gradient of the non-overlapping
 // 3x3 stride-3 windows is native in 16 bits too, the overlapping 3x3 stride-2 one widens.
 TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by definition", "[pool][f16]") {
   struct Case {
     int64_t k, stride;
   };
+  struct TwoThreads {  // restored however the test case ends
+    int previous = num_threads();
+    TwoThreads() { set_num_threads(2); }
+    ~TwoThreads() { set_num_threads(previous); }
+  } two_threads;
   for (const Shape& shape : {Shape{2, 3, 9, 37}, Shape{1, 2, 4, 32}, Shape{1, 2, 6, 9}, Shape{3, 5, 14, 14},
                              Shape{2, 3, 7, 17}, Shape{1, 3, 2, 2}, Shape{2, 2, 28, 28}, Shape{1, 1, 5, 50},
-                             Shape{16, 16, 14, 14}}) {
+                             Shape{2, 3, 4, 16}, Shape{1, 2, 2, 3}, Shape{16, 16, 14, 14}}) {
     for (Case c : {Case{2, 2}, Case{3, 3}, Case{3, 2}}) {
       if (c.k > shape[2]) continue;
       const Tensor x32 = tie_heavy(shape, uint64_t(shape[3] * 10 + c.k * 3 + c.stride));
