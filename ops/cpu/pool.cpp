@@ -27,20 +27,20 @@ namespace {
 
 constexpr int64_t kElementsPerTask = 1 << 15;
 
-// Runs fn(plane) for every plane, in parallel tasks of about kElementsPerTask elements.
-template <class F>
-void for_each_plane(int64_t planes, int64_t plane_elements, F&& fn) {
-  parallel_for(0, planes, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, plane_elements)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t p = b; p < e; ++p) fn(p);
-               });
-}
-
-// Runs fn(first plane, count) for runs of planes, in parallel tasks as for_each_plane's.
+// Runs fn(first plane, count) for runs of planes, in parallel tasks of about kElementsPerTask
+// elements.
 template <class F>
 void for_each_run_of_planes(int64_t planes, int64_t plane_elements, F&& fn) {
   parallel_for(0, planes, std::max<int64_t>(1, kElementsPerTask / std::max<int64_t>(1, plane_elements)),
                [&](int64_t b, int64_t e) { fn(b, e - b); });
+}
+
+// Runs fn(plane) for every plane, in the same tasks.
+template <class F>
+void for_each_plane(int64_t planes, int64_t plane_elements, F&& fn) {
+  for_each_run_of_planes(planes, plane_elements, [&](int64_t first, int64_t count) {
+    for (int64_t p = first; p < first + count; ++p) fn(p);
+  });
 }
 
 template <class T, class Spans>

@@ -44,6 +44,7 @@
 #include <type_traits>
 
 #include "core/float16.h"
+#include "ops/cpu/prefetch.h"
 
 namespace ember::cpu::pool_detail {
 
@@ -62,8 +63,8 @@ struct Runs2x2 {
   explicit Runs2x2(int first_outputs) : first(first_outputs) {
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __mmask16 in_a = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(first));
-    const __m512i from_b = _mm512_add_epi32(_mm512_set1_epi32(16), shift_left(_mm512_sub_epi32(
-                                                                        lane, _mm512_set1_epi32(first)), 1));
+    const __m512i past_first = _mm512_sub_epi32(lane, _mm512_set1_epi32(first));
+    const __m512i from_b = _mm512_add_epi32(_mm512_set1_epi32(16), shift_left(past_first, 1));
     even = _mm512_mask_mov_epi32(from_b, in_a, shift_left(lane, 1));
     const __m512i half = _mm512_maskz_srli_epi32(0xFFFF, lane, 1);
     const __m512i odd_lane = shift_left(_mm512_and_si512(lane, _mm512_set1_epi32(1)), 4);
@@ -124,16 +125,11 @@ struct PoolLanes {
 // read or write), fetched ahead: without it the forward over a 64 MiB input (rows of 16 outputs)
 // ran 10-15% slower than the portable blocks, which the hardware prefetchers served better
 // (poolprobe, 2 threads, alternated: 2.6-2.8 ms against 2.25-2.35), and with it at their speed
-// (2.05-2.23 against 1.99-2.14). The backward fetches its dx lines for writing. The addresses
-// may lie past the tensor on its last rows, where a prefetch does nothing; they are computed as
-// integers, since a pointer past an array's end is undefined.
-template <bool kForWriting, class T>
+// (2.05-2.23 against 1.99-2.14). The backward fetches its dx lines for writing.
+template <bool kWrite, class T>
 inline void prefetch_next_windows(const T* a, const T* b, int64_t W) {
-  const auto at = [&](const T* p, int64_t elements) {
-    return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(elements * int64_t(sizeof(T))));
-  };
-  for (const void* row : {at(a, 4 * W), at(a, 5 * W), at(b, 4 * W), at(b, 5 * W)})
-    __builtin_prefetch(row, kForWriting ? 1 : 0, 3);
+  for (const T* run : {a, b})
+    for (const int64_t rows : {4, 5}) prefetch_ahead<kWrite>(run, rows * W);
 }
 
 // One forward block: `first` outputs from the windows at a, `second` from those at b (their top
@@ -143,7 +139,7 @@ void max_block_2x2_in_registers(const Runs2x2& runs, int second, const T* a, con
                                 uint8_t* offsets) {
   using Lanes = PoolLanes<T>;
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
-  prefetch_next_windows<false>(a, b, W);
+  prefetch_next_windows<!kForWriting>(a, b, W);
   const __m512i top_a = Lanes::load(a_lanes, a), top_b = Lanes::load(b_lanes, b);
   const __m512i bottom_a = Lanes::load(a_lanes, a + W), bottom_b = Lanes::load(b_lanes, b + W);
   const __m512i odd = _mm512_add_epi32(runs.even, _mm512_set1_epi32(1));
@@ -181,7 +177,7 @@ void max_block_2x2_backward_in_registers(const Runs2x2& runs, int second, const 
   };
   const __m512i c0 = only(0), c1 = only(1), c2 = only(2), c3 = only(3);
   const __mmask16 a_lanes = first_lanes(2 * runs.first), b_lanes = first_lanes(2 * second);
-  prefetch_next_windows<true>(a, b, W);
+  prefetch_next_windows<kForWriting>(a, b, W);
   Lanes::store(a_lanes, a, _mm512_permutex2var_epi32(c0, runs.to_a, c1));
   Lanes::store(b_lanes, b, _mm512_permutex2var_epi32(c0, runs.to_b, c1));
   Lanes::store(a_lanes, a + W, _mm512_permutex2var_epi32(c2, runs.to_a, c3));
