@@ -19,8 +19,9 @@
 // positions in 24 accumulators, each k step 3 loads of xpad, 8 broadcasts of w and 24 FMAs, with no
 // masks and no border tests. The row kernel (Note [Direct grouped forward]) puts one output row in
 // a vector, so SE-ResNeXt's 7- and 14-wide rows left 9 or 2 of 16 lanes idle and each weight fed
-// one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs are computed on a grid
-// buffer with the GEMM's epilogue (bias, ReLU) and their Wo-wide rows copied to y. Each output sums
+// one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs go through the GEMM's
+// epilogue (bias, ReLU) straight into y (Note [Tile outputs into the planes] in
+// conv_grid_tiles_avx512.h). Each output sums
 // its taps in (c, kh, kw) order from zero, as the row kernel and the transposed problem of the
 // input gradient do, whatever the thread count.
 //
@@ -153,36 +154,32 @@ Tensor as_f32(const Tensor& t) {
   return wide;
 }
 
-// The forward's tasks (Note [Grid tasks]) on a grid of Taps::Value elements (4 bytes, like the
-// f32 outputs that share the workspace): lay_out(n, grp, xpad) lays out a task's grid; w holds
-// each output channel's K weights in the grid's tap order; outputs rounded once into y.
+// The forward's tasks (Note [Grid tasks]) on a grid of Taps::Value elements (4 bytes): lay_out(n,
+// grp, xpad) lays out a task's grid; w holds each output channel's K weights in the grid's tap
+// order; outputs rounded once into y, straight from the tiles (Note [Tile outputs into the planes]
+// in conv_grid_tiles_avx512.h).
 template <class Taps, class T, class LayOut>
 void grid_forward(const Conv2dGeometry& g, const Grid& grid, const typename Taps::Weight* wp, const float* bp,
                   Activation act, T* yp, LayOut lay_out) {
   static_assert(sizeof(typename Taps::Value) == sizeof(float));
-  const int64_t M = g.out_channels_per_group(), Wo = g.out_w;
-  const int64_t K = grid.K, ld = 16 * grid.vectors;  // grid buffer: M rows of ld outputs
+  const int64_t M = g.out_channels_per_group(), K = grid.K, plane = g.out_plane();
   const int64_t tile = std::min<int64_t>(M, kRows);  // Note [Thin groups on the grid]
-  const int64_t workspace = round_up_16(grid.floats) + M * ld;
   const int64_t rows = rows_per_task(g.batch * g.groups, M), splits = (M + rows - 1) / rows;  // Note [Grid tasks]
+  const std::vector<VectorPlace> places = vector_places(grid.vectors, grid.wp, g.out_h, g.out_w);
   parallel_for(0, g.batch * g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
-    const Tensor buffer = Tensor::empty({workspace}, {.dtype = DType::f32});
+    const Tensor buffer = Tensor::empty({grid.floats}, {.dtype = DType::f32});
     auto* xpad = reinterpret_cast<typename Taps::Value*>(buffer.data<float>());
-    float* out = buffer.data<float>() + round_up_16(grid.floats);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / (g.groups * splits), grp = t / splits % g.groups, m_begin = t % splits * rows;
       const int64_t m_end = std::min(M, m_begin + rows);
       lay_out(n, grp, xpad);
+      T* y_group = yp + (n * g.out_channels + grp * M) * plane;
       for (int64_t m0 = m_begin; m0 < m_end; m0 += tile) {
         const gemm_detail::VectorEpilogue epilogue(
             {.alpha = 1.0f, .beta = 0.0f, .act = act, .row_bias = bp ? bp + grp * M + m0 : nullptr});
         grid_detail::grid_block<Taps>(tile, grid.vectors, K, grid.off.data(), wp + (grp * M + m0) * K, xpad,
-                                      out + m0 * ld, ld, epilogue);
+                                      PlanesOutput<T>{y_group + m0 * plane, plane, places.data()}, epilogue);
       }
-      // The Wo outputs of each grid row go to y.
-      T* y_group = yp + (n * g.out_channels + grp * M) * g.out_plane();
-      for (int64_t m = m_begin; m < m_end; ++m)
-        copy_rows(out + m * ld, grid.wp, y_group + m * g.out_plane(), Wo, g.out_h, Wo);
     }
   });
 }

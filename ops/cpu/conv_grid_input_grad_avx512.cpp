@@ -141,7 +141,7 @@ void grid_input_grad(const Conv2dGeometry& g, const PhaseGrid& grid, const T* dy
         const float* w_group = phase_w + starts[size_t(phase)] + grp * cg * K;
         for (int64_t c0 = 0; c0 < cg; c0 += tile)
           grid_detail::grid_block(tile, grid.vectors, K, off.data(), w_group + c0 * K, dypad,
-                                  outputs + (phase * cg + c0) * ld, ld, epilogue);
+                                  grid_detail::GridRowsOutput{outputs + (phase * cg + c0) * ld, ld}, epilogue);
       }
       // dx's row ih is phase a = (ih + pad_h) % sh's grid row u = (ih + pad_h) / sh, its columns
       // interleaved from the sw phases b.

@@ -1,8 +1,9 @@
 // The register tiles of the padded-grid convolutions (ops/cpu/conv_grid_avx512.cpp: Note [Direct
 // forward on a padded grid]; ops/cpu/conv_grid_input_grad_avx512.cpp), f32 on AVX-512: a GEMM of
 // ROWS output channels (weights w (ROWS, K)) by taps read at fixed offsets of a zero-padded grid:
-//   out[i * ld + j] = act(bias[i] + sum over k of w[i * K + k] * xpad[off[k] + j])
-// for the grid positions j of `vectors` 16-wide vectors. Included by AVX-512 sources only.
+//   out(i, j) = act(bias[i] + sum over k of w[i * K + k] * xpad[off[k] + j])
+// for the grid positions j of `vectors` 16-wide vectors, out(i, j) placed by an Output (below: a
+// buffer of grid rows, or the output planes). Included by AVX-512 sources only.
 #pragma once
 
 #if defined(__AVX512F__)
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/cpu/float16_blocks.h"
@@ -43,11 +45,68 @@ struct Bf16PairTaps {
 };
 #endif
 
-// One ROWS x 16 NV tile: acc[i][v] = sum over k of w[i * K + k] * b[off[k] + 16 v], stored through
-// the epilogue to out[i * ld + 16 v].
-template <class Taps, int ROWS, int NV>
-void grid_tile(int64_t K, const typename Taps::Weight* w, const int64_t* off, const typename Taps::Value* b, float* out,
-               int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+// Where a tile's vectors go: vector v of the grid (positions [16 v, 16 v + 16)) of tile row i.
+// GridRowsOutput keeps the grid's rows, for a caller that rearranges them (the strided input
+// gradient's phases); PlanesOutput puts the outputs straight into the output planes (Note [Tile
+// outputs into the planes]).
+struct GridRowsOutput {
+  float* out;  // row i at out + i * ld
+  int64_t ld;
+  using Place = int64_t;
+  Place place(int64_t v) const { return 16 * v; }
+  void store(Place at, int i, __m512 x) const { _mm512_storeu_ps(out + i * ld + at, x); }
+};
+
+// Note [Tile outputs into the planes]: grid position j = oh wp + ow is output (oh, ow) when ow <
+// Wo and oh < Ho, and the valid positions of one 16-wide vector are consecutive outputs of the
+// plane (a row's last column, then the next row's first), so a vector goes to the plane as one
+// masked store of its valid lanes, closed up by a compress (in registers) where padding columns
+// fall between them. The tiles used to store whole vectors to a buffer of grid rows, whose Wo-wide
+// rows were then copied to y; in perf that copy was 10% of an f32 MNIST step (batch 64), its
+// stores waiting on y's lines, where stores inside the tile overlap the FMAs.
+struct VectorPlace {
+  int64_t first;       // the plane offset of the vector's first valid position
+  __mmask16 lanes;     // its valid positions
+  __mmask16 stored;    // the lanes that they take once closed up: a prefix
+};
+inline std::vector<VectorPlace> vector_places(int64_t vectors, int64_t wp, int64_t out_h, int64_t out_w) {
+  std::vector<VectorPlace> places(static_cast<size_t>(vectors));
+  for (int64_t v = 0; v < vectors; ++v) {
+    const int64_t j0 = 16 * v;
+    VectorPlace& p = places[size_t(v)];
+    p.first = std::min(j0 / wp, out_h) * out_w + (j0 / wp < out_h ? std::min(j0 % wp, out_w) : 0);
+    p.lanes = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int64_t j = j0 + l;
+      if (j / wp < out_h && j % wp < out_w) p.lanes = __mmask16(p.lanes | 1u << l);
+    }
+    p.stored = __mmask16((1u << __builtin_popcount(p.lanes)) - 1);
+  }
+  return places;
+}
+
+template <class T>
+struct PlanesOutput {
+  T* y;  // tile row i's plane at y + i * plane
+  int64_t plane;
+  const VectorPlace* places;  // vector_places of the grid
+  using Place = VectorPlace;
+  Place place(int64_t v) const { return places[v]; }
+  void store(const Place& at, int i, __m512 x) const {
+    T* to = y + i * plane + at.first;
+    if constexpr (std::is_same_v<T, float>)
+      if (at.lanes == 0xFFFF) return _mm512_storeu_ps(to, x);
+    if (at.lanes != at.stored) x = _mm512_maskz_compress_ps(at.lanes, x);
+    store_rounded(to, x, at.stored);
+  }
+};
+
+// One ROWS x 16 NV tile at grid vector v0: acc[i][v] = sum over k of w[i * K + k] *
+// b[off[k] + 16 v] (b at the grid's vector v0), stored through the epilogue (beta 0, no column
+// bias) to output's vector v0 + v of row i.
+template <class Taps, int ROWS, int NV, class Output>
+void grid_tile(int64_t K, const typename Taps::Weight* w, const int64_t* off, const typename Taps::Value* b,
+               const Output& output, int64_t v0, const gemm_detail::VectorEpilogue& epilogue) {
   using Vector = decltype(Taps::load(b));
   __m512 acc[ROWS][NV];
   gemm_detail::zero_tile(acc);
@@ -64,9 +123,11 @@ void grid_tile(int64_t K, const typename Taps::Weight* w, const int64_t* off, co
     }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < ROWS; ++i)
+  for (int v = 0; v < NV; ++v) {
+    const typename Output::Place at = output.place(v0 + v);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) epilogue.store(acc[i][v], out + i * ld, i, v, __mmask16(0xFFFF));
+    for (int i = 0; i < ROWS; ++i) output.store(at, i, epilogue.row_value(acc[i][v], i));
+  }
 }
 
 // Note [Thin groups on the grid]: a group of 1 or 2 output channels (depthwise layers, the small
@@ -87,28 +148,29 @@ int tile_vectors(int64_t left) {
 }
 
 // The tiles of ROWS output channels over `vectors` vectors of the grid: w (ROWS, K), tap k of
-// grid position j at xpad[off[k] + j], outputs at out[i * ld + j].
-template <class Taps, int ROWS>
+// grid position j at xpad[off[k] + j], outputs through `output`.
+template <class Taps, int ROWS, class Output>
 void grid_rows(int64_t vectors, int64_t K, const int64_t* off, const typename Taps::Weight* w,
-               const typename Taps::Value* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
+               const typename Taps::Value* xpad, const Output& output, const gemm_detail::VectorEpilogue& epilogue) {
   for (int64_t v0 = 0; v0 < vectors;) {
     const int nv = tile_vectors<ROWS>(vectors - v0);
     [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
-      ((nv == Ns + 1 ? grid_tile<Taps, ROWS, Ns + 1>(K, w, off, xpad + 16 * v0, out + 16 * v0, ld, epilogue) : void()),
-       ...);
+      ((nv == Ns + 1 ? grid_tile<Taps, ROWS, Ns + 1>(K, w, off, xpad + 16 * v0, output, v0, epilogue) : void()), ...);
     }(std::make_integer_sequence<int, kTileVectors<ROWS>>());
     v0 += nv;
   }
 }
 
-// grid_rows for a block of `rows` output channels: 8, or a thin group's 1, 2 or 4.
-template <class Taps = F32Taps>
+// grid_rows for a block of `rows` output channels: 8, or a thin group's 1, 2 or 4. The epilogue
+// reads no C and adds no column bias.
+template <class Taps = F32Taps, class Output>
 void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, const typename Taps::Weight* w,
-                const typename Taps::Value* xpad, float* out, int64_t ld, const gemm_detail::VectorEpilogue& epilogue) {
-  if (rows == 8) grid_rows<Taps, 8>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else if (rows == 4) grid_rows<Taps, 4>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else if (rows == 2) grid_rows<Taps, 2>(vectors, K, off, w, xpad, out, ld, epilogue);
-  else grid_rows<Taps, 1>(vectors, K, off, w, xpad, out, ld, epilogue);
+                const typename Taps::Value* xpad, const Output& output, const gemm_detail::VectorEpilogue& epilogue) {
+  EMBER_CHECK(!epilogue.reads_columns(), "grid_block: the grid's epilogue takes no C and no column bias");
+  if (rows == 8) grid_rows<Taps, 8>(vectors, K, off, w, xpad, output, epilogue);
+  else if (rows == 4) grid_rows<Taps, 4>(vectors, K, off, w, xpad, output, epilogue);
+  else if (rows == 2) grid_rows<Taps, 2>(vectors, K, off, w, xpad, output, epilogue);
+  else grid_rows<Taps, 1>(vectors, K, off, w, xpad, output, epilogue);
 }
 
 // Note [bf16 on the grid]: where the CPU's vdpbf16ps is no faster than its FMA (and for the strided

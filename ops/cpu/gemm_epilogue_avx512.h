@@ -45,10 +45,17 @@ class VectorEpilogue {
     if (read_c_) x = _mm512_fmadd_ps(beta_, _mm512_maskz_loadu_ps(mask, row + 16 * v), x);
     if (row_bias_) x = _mm512_add_ps(x, _mm512_set1_ps(row_bias_[i]));
     if (column_bias_) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, column_bias_ + 16 * v));
-    // Not (x <= 0), unordered-true: keeps x > 0 and NaN, as PyTorch's relu does (one compare).
-    if (relu_) x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLE_UQ), x);
-    _mm512_mask_storeu_ps(row + 16 * v, mask, x);
+    _mm512_mask_storeu_ps(row + 16 * v, mask, activated(x));
   }
+
+  // What store() writes for row i of a tile that reads no C and adds no column bias (beta 0: the
+  // grid convolutions', ops/cpu/conv_grid_tiles_avx512.h), for the caller to place.
+  __m512 row_value(__m512 acc, int i) const {
+    __m512 x = _mm512_mul_ps(alpha_, acc);
+    if (row_bias_) x = _mm512_add_ps(x, _mm512_set1_ps(row_bias_[i]));
+    return activated(x);
+  }
+  bool reads_columns() const { return read_c_ || column_bias_ != nullptr; }
 
   // What store() leaves to a pass over the stored tile (ops/cpu/gemm_microkernel.h).
   void finish(float* c, int64_t ldc, int m, int n) const {
@@ -56,6 +63,11 @@ class VectorEpilogue {
   }
 
  private:
+  // Not (x <= 0), unordered-true: keeps x > 0 and NaN, as PyTorch's relu does (one compare).
+  __m512 activated(__m512 x) const {
+    return relu_ ? _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLE_UQ), x) : x;
+  }
+
   const float* row_bias_;
   const float* column_bias_;
   Activation act_;
