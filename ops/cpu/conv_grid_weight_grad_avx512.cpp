@@ -13,16 +13,18 @@
 // planes and dy on the grid in its workspace, a chunk of at most 1 MiB of images at a time (a whole
 // batch of 8 at SE-ResNeXt's shapes; the chunk stays in L2), then runs tiles of 8 output channels x
 // 3 taps (4 x 6 for the last 4 channels of a group whose count is not a multiple of 8) as 24
-// accumulators of 16 grid positions, and adds each accumulator's lane sum into its weight at the
-// end of a chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
+// accumulators of 16 grid positions, over spans of the chunk that stay in L1 (Note [Weight
+// gradient spans in L1]), and adds each accumulator's lane sum into its weight at the end of a
+// chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
 // (at the taps' offsets, so unaligned: 15 in 16 straddle two cache lines) for 24 FMAs; 4 x 6 loads
 // 4 and 6: 8 x 3 measured 1.3-1.4x faster than 4 x 6 at 28 x 28, 14 x 14 and 7 x 7 (one thread,
 // Zen 4, alternated pairs). The loads set the pace (Note [One load per vector]). The task alone
 // writes its weights, chunk after chunk in a fixed order (the chunk sized by the group, not the
-// task): no partial buffers, no atomics, the same bits at any thread count that keeps the layer
+// task): no atomics, the same bits at any thread count that keeps the layer
 // on the grid.
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "core/parallel.h"
 #include "ops/cpu/conv_direct.h"
@@ -106,24 +108,58 @@ inline void keep_in_register(Vector& v) {
   asm("" : "+v"(v));
 }
 
-// dw[i][t] (+)= the sums for the ROWS rows of the chunk's dy starting at row m0 and its NT taps
-// off[t]; dw rows K apart. The first chunk stores, later ones add.
+// Note [Weight gradient spans in L1]: a tile reads its 8 rows of dy once per 3 taps, so over
+// the K taps of a layer every row of dy is read K / 3 times (48 at MNIST's 16 -> 32 layer). When
+// a tile ran over a whole chunk (L2), those reads came from L2 at about 48 bytes a cycle, near its
+// bandwidth, and the weight gradient ran at half the FMA peak (`bench kernels`: 0.54 ms for
+// MNIST's second layer at batch 64, oneDNN 0.28). So the tiles run over spans of the chunk's
+// positions, at most kSpanVectors vectors of dy rows (8 rows x 64 vectors: 32 KiB, beside a few KiB
+// of x) that stay in L1 while every tap's tile passes over them; each tile keeps its accumulators
+// between spans in a buffer of partial vectors (ROWS x K x 16 floats from the caching allocator,
+// in L2), loaded and stored once per span, and the lane sums go into dw at the end of the chunk.
+// A span is whole images where an image has fewer vectors than that, else a run of one image's
+// vectors; spans are cut from the chunk alone, so the sums' order stays independent of threads.
+// MNIST's second layer at batch 64 (convprobe, medians of 300 calls, alternated, us): f32 546-570
+// -> 450-483, bf16 305-316 -> 278-281; spans of 32 and 96 vectors measured 5% slower than 64.
+constexpr int64_t kSpanVectors = 64;
+
+// Positions [v_begin, v_end) of images [n_begin, n_end) of a chunk.
+struct Span {
+  int64_t n_begin, n_end, v_begin, v_end;
+};
+
+// The chunk's positions cut into spans (Note [Weight gradient spans in L1]).
+inline std::vector<Span> spans_of(int64_t images, int64_t vectors) {
+  std::vector<Span> spans;
+  if (vectors <= kSpanVectors) {
+    const int64_t per_span = kSpanVectors / vectors;
+    for (int64_t n = 0; n < images; n += per_span) spans.push_back({n, std::min(images, n + per_span), 0, vectors});
+  } else {
+    for (int64_t n = 0; n < images; ++n)
+      for (int64_t v = 0; v < vectors; v += kSpanVectors)
+        spans.push_back({n, n + 1, v, std::min(vectors, v + kSpanVectors)});
+  }
+  return spans;
+}
+
+// partial[(i * K + t) * 16 ..] (+)= the lane-wise sums for the ROWS rows of the chunk's dy
+// starting at row m0 and its NT taps off[t] over one span; partial rows K vectors apart. The first
+// span of a chunk stores, later ones add.
 template <class Positions, int ROWS, int NT>
-void grad_tile(const GradChunk<typename Positions::Value>& chunk, int64_t m0, const int64_t* off, float* dw,
-               int64_t K, bool accumulate) {
+void grad_tile(const GradChunk<typename Positions::Value>& chunk, const Span& span, int64_t m0, const int64_t* off,
+               float* partial, int64_t K, bool first) {
   using V = typename Positions::Value;
   using Vector = decltype(Positions::load(chunk.xpad));
   constexpr int kStep = Positions::kPerVector;
-  const int64_t images = chunk.images, vectors = chunk.vectors, ld = chunk.ld, image_dy = chunk.image_dy;
-  const int64_t image_x = chunk.image_x;
+  const int64_t ld = chunk.ld, image_dy = chunk.image_dy, image_x = chunk.image_x;
   const V* dyg = chunk.dyg + m0 * ld;
   const V* xpad = chunk.xpad;
   __m512 acc[ROWS][NT];
   gemm_detail::zero_tile(acc);
-  for (int64_t n = 0; n < images; ++n) {
+  for (int64_t n = span.n_begin; n < span.n_end; ++n) {
     const V* d = dyg + n * image_dy;
     const V* x = xpad + n * image_x;
-    for (int64_t v = 0; v < vectors; ++v) {
+    for (int64_t v = span.v_begin; v < span.v_end; ++v) {
       Vector xv[NT];
 #pragma GCC unroll 6
       for (int t = 0; t < NT; ++t) {
@@ -139,49 +175,56 @@ void grad_tile(const GradChunk<typename Positions::Value>& chunk, int64_t m0, co
       }
     }
   }
-  auto add = [&](int i, int t, float sum) {
-    float& w = dw[i * K + t];
-    w = accumulate ? w + sum : sum;
-  };
-  if constexpr (ROWS % 4 == 0) {
+#pragma GCC unroll 8
+  for (int i = 0; i < ROWS; ++i)
 #pragma GCC unroll 9
-    for (int t = 0; t < NT; ++t)
-#pragma GCC unroll 2
-      for (int i0 = 0; i0 < ROWS; i0 += 4) {
-        alignas(16) float sums[4];
-        _mm_store_ps(sums, lane_sums(acc[i0][t], acc[i0 + 1][t], acc[i0 + 2][t], acc[i0 + 3][t]));
-        for (int i = 0; i < 4; ++i) add(i0 + i, t, sums[i]);
-      }
-  } else {  // a thin group's 1 or 2 rows: its ROWS * NT sums four at a time, the last four padded
-    constexpr int kSums = ROWS * NT, kPadded = (kSums + 3) / 4 * 4;
-    __m512 flat[kPadded];
-#pragma GCC unroll 12
-    for (int r = 0; r < kPadded; ++r) flat[r] = r < kSums ? acc[r / NT][r % NT] : _mm512_setzero_ps();
-#pragma GCC unroll 3
-    for (int r = 0; r < kPadded; r += 4) {
-      alignas(16) float sums[4];
-      _mm_store_ps(sums, lane_sums(flat[r], flat[r + 1], flat[r + 2], flat[r + 3]));
-      for (int q = 0; q < 4 && r + q < kSums; ++q) add((r + q) / NT, (r + q) % NT, sums[q]);
+    for (int t = 0; t < NT; ++t) {
+      float* p = partial + (i * K + t) * 16;
+      _mm512_store_ps(p, first ? acc[i][t] : _mm512_add_ps(_mm512_load_ps(p), acc[i][t]));
     }
+}
+
+// dw[i * K + k] (+)= the lane sum of partial vector (i, k), for `rows` rows: the chunk's end. The
+// first chunk stores, later ones add.
+inline void add_lane_sums(const float* partial, int64_t rows, int64_t K, float* dw, bool accumulate) {
+  const int64_t count = rows * K;
+  for (int64_t r = 0; r < count; r += 4) {
+    __m512 v[4];
+    for (int q = 0; q < 4; ++q) v[q] = r + q < count ? _mm512_load_ps(partial + (r + q) * 16) : _mm512_setzero_ps();
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, lane_sums(v[0], v[1], v[2], v[3]));
+    for (int q = 0; q < 4 && r + q < count; ++q) dw[r + q] = accumulate ? dw[r + q] + sums[q] : sums[q];
   }
 }
 
-// The tiles of rows [m0, m0 + ROWS) x every tap, NT taps at a time (the last tile narrower).
+// The tiles of rows [m0, m0 + ROWS) x every tap over one span, NT taps at a time (the last tile
+// narrower).
 template <class Positions, int ROWS, int NT>
-void grad_rows(const GradChunk<typename Positions::Value>& chunk, int64_t m0, const int64_t* off, float* dw, int64_t K,
-               bool accumulate) {
+void grad_rows(const GradChunk<typename Positions::Value>& chunk, const Span& span, int64_t m0, const int64_t* off,
+               float* partial, int64_t K, bool first) {
   int64_t k0 = 0;
-  for (; k0 + NT <= K; k0 += NT) grad_tile<Positions, ROWS, NT>(chunk, m0, off + k0, dw + k0, K, accumulate);
+  for (; k0 + NT <= K; k0 += NT)
+    grad_tile<Positions, ROWS, NT>(chunk, span, m0, off + k0, partial + k0 * 16, K, first);
   if constexpr (NT > 1) {
     if (k0 < K) {
       // One narrower tile for the K % NT taps left.
       [&]<int... Ns>(std::integer_sequence<int, Ns...>) {
-        ((K - k0 == Ns + 1 ? grad_tile<Positions, ROWS, Ns + 1>(chunk, m0, off + k0, dw + k0, K, accumulate)
-                           : void()),
+        ((K - k0 == Ns + 1
+              ? grad_tile<Positions, ROWS, Ns + 1>(chunk, span, m0, off + k0, partial + k0 * 16, K, first)
+              : void()),
          ...);
       }(std::make_integer_sequence<int, NT - 1>());
     }
   }
+}
+
+// Rows [m0, m0 + ROWS) of the chunk over all its spans, then their sums into dw (rows K apart).
+template <class Positions, int ROWS, int NT>
+void grad_block(const GradChunk<typename Positions::Value>& chunk, const std::vector<Span>& spans, int64_t m0,
+                const int64_t* off, float* partial, float* dw, int64_t K, bool accumulate) {
+  for (size_t s = 0; s < spans.size(); ++s)
+    grad_rows<Positions, ROWS, NT>(chunk, spans[s], m0, off, partial, K, s == 0);
+  add_lane_sums(partial, ROWS, K, dw, accumulate);
 }
 
 }  // namespace
@@ -218,6 +261,9 @@ void grid_weight_grad(const Conv2dGeometry& g, const Grid& grid, const T* dyp, f
   const int64_t buffer_bytes = chunk_images * (image_x + image_dy) * int64_t(sizeof(V));
   parallel_for(0, g.groups * splits, 1, [&](int64_t t0, int64_t t1) {
     const Tensor buffer = Tensor::empty({(buffer_bytes + 3) / 4}, {.dtype = DType::f32});
+    // Note [Weight gradient spans in L1]: the tiles' partial sums.
+    const Tensor partials = Tensor::empty({kRows * K * 16}, {.dtype = DType::f32});
+    float* partial = partials.data<float>();
     V* xpad = reinterpret_cast<V*>(buffer.data<float>());
     V* dyg = xpad + chunk_images * image_x;
     for (int64_t t = t0; t < t1; ++t) {
@@ -235,21 +281,22 @@ void grid_weight_grad(const Conv2dGeometry& g, const Grid& grid, const T* dyp, f
             copy_rows(dy_group + m * g.out_plane(), Wo, dyg + i * image_dy + (m - m_begin) * ld, grid.wp, g.out_h, Wo);
         }
         const GradChunk<V> chunk{images, vectors, ld, image_dy, image_x, dyg, xpad};
+        const std::vector<Span> spans = spans_of(images, vectors);
         const bool accumulate = n0 > 0;
         for (int64_t m0 = m_begin; m0 < m_end;) {
           float* out = dwp + (grp * M + m0) * K;
           const int64_t left = m_end - m0, at = m0 - m_begin;
           if (left >= 8) {  // Note [Weight gradient on a padded grid]: 8 x 3 where it can
-            grad_rows<Positions, 8, 3>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_block<Positions, 8, 3>(chunk, spans, at, grid.off.data(), partial, out, K, accumulate);
             m0 += 8;
           } else if (left >= 4) {
-            grad_rows<Positions, 4, 6>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_block<Positions, 4, 6>(chunk, spans, at, grid.off.data(), partial, out, K, accumulate);
             m0 += 4;
           } else if (left == 2) {  // Note [Thin groups on the grid]
-            grad_rows<Positions, 2, 6>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_block<Positions, 2, 6>(chunk, spans, at, grid.off.data(), partial, out, K, accumulate);
             m0 += 2;
           } else {
-            grad_rows<Positions, 1, 9>(chunk, at, grid.off.data(), out, K, accumulate);
+            grad_block<Positions, 1, 9>(chunk, spans, at, grid.off.data(), partial, out, K, accumulate);
             m0 += 1;
           }
         }
