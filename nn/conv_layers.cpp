@@ -33,6 +33,11 @@ Tensor Conv2d::forward_activated(const Tensor& x, Activation act) {
   return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups, act);
 }
 
+Tensor Conv2d::forward_activated_pooled(const Tensor& x, Activation act, const MaxPoolArgs& pool) {
+  const Conv2dOptions& o = options_;
+  return conv2d_max_pool2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups, act, pool);
+}
+
 int64_t Conv2d::macs(const Shape& output_shape) const {
   const int64_t per_output = (options_.in / options_.groups) * options_.kernel.h * options_.kernel.w;
   return numel_of(output_shape) * per_output;

@@ -32,6 +32,8 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& x) override;
   bool fuses_activation() const override { return true; }
   Tensor forward_activated(const Tensor& x, Activation act) override;
+  bool fuses_activation_and_pool() const override { return true; }
+  Tensor forward_activated_pooled(const Tensor& x, Activation act, const MaxPoolArgs& pool) override;
   // N*Cout*Ho*Wo * (Cin/groups)*kH*kW (Note [Counting MACs] in nn/module.h).
   int64_t macs(const Shape& output_shape) const override;
   void reset_parameters(Generator* gen = nullptr);
@@ -49,6 +51,7 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(IntPair kernel, std::optional<IntPair> stride = {}, IntPair padding = 0)
       : Module("MaxPool2d"), kernel_(kernel), stride_(stride), padding_(padding) {}
   Tensor forward(const Tensor& x) override;
+  std::optional<MaxPoolArgs> as_max_pool() const override { return MaxPoolArgs{kernel_, stride_, padding_}; }
 
  private:
   IntPair kernel_;

@@ -47,6 +47,16 @@ Tensor Module::call_activated(const Tensor& x, Module& activation_module, Activa
   return y;
 }
 
+Tensor Module::forward_activated_pooled(const Tensor& x, Activation act, const MaxPoolArgs& pool) {
+  return max_pool2d(forward_activated(x, act), pool.kernel, pool.stride, pool.padding);
+}
+
+Tensor Module::call_activated_pooled(const Tensor& x, Module& activation_module, Module& pool_module, Activation act,
+                                     const MaxPoolArgs& pool) {
+  if (summary_recorder) return pool_module(call_activated(x, activation_module, act));
+  return forward_activated_pooled(x, act, pool);
+}
+
 void Module::record_fused_call(const Shape& output_shape) {
   if (summary_recorder) record_call(*this, output_shape);
 }

@@ -19,6 +19,9 @@
 // Conv2d, BatchNorm: see ops/activation.h) says so with fuses_activation(), and a module that is nothing
 // but an activation (ReLU, Sigmoid, Tanh) names it with as_activation(). A container that runs
 // such a pair in sequence calls the layer's forward_activated() once instead of both modules.
+// A layer that can also take a max pool after its activation into one op (Conv2d: Note
+// [Convolution, activation and max pool as one op] in ops/conv_pool.h) says so with
+// fuses_activation_and_pool(), and a max pool names its window with as_max_pool().
 // The modules, their names, parameters and checkpoints stay as the user wrote them; only the
 // kernels that run change (and Sequential can turn it off).
 //
@@ -44,6 +47,7 @@
 #include "core/tensor.h"
 #include "nn/state_dict.h"
 #include "ops/activation.h"
+#include "ops/pool.h"
 
 namespace ember {
 
@@ -66,6 +70,17 @@ class Module {
   // Runs forward_activated on behalf of this module and `activation_module` (which summary()
   // then shows with the same output shape), like operator() does for one module.
   Tensor call_activated(const Tensor& x, Module& activation_module, Activation act);
+  // ---- activation and max pool fusion (Note [Convolution, activation and max pool as one op] in
+  // ops/conv_pool.h): a max pool names its window with as_max_pool(); a layer that runs itself,
+  // an activation and such a pool as one op says so with fuses_activation_and_pool().
+  virtual std::optional<MaxPoolArgs> as_max_pool() const { return std::nullopt; }
+  virtual bool fuses_activation_and_pool() const { return false; }
+  // forward_activated(x, act) followed by max_pool2d with `pool`; fusing layers override it.
+  virtual Tensor forward_activated_pooled(const Tensor& x, Activation act, const MaxPoolArgs& pool);
+  // Runs forward_activated_pooled on behalf of this module, `activation_module` and `pool_module`
+  // (while summary() or profile() records, the three one by one, so that each shows its shape).
+  Tensor call_activated_pooled(const Tensor& x, Module& activation_module, Module& pool_module, Activation act,
+                               const MaxPoolArgs& pool);
   // Tells summary() that this module produced `output_shape` in a call whose arithmetic another
   // module's kernel did (a batch norm folded into its convolution: Note [Folded batch norm] in
   // nn/conv_bn.h). Nothing runs.

@@ -18,6 +18,17 @@ Tensor Sequential::forward(const Tensor& x) {
   const auto& children = named_children();
   for (size_t i = 0; i < children.size(); ++i) {
     Module& child = *children[i].second;
+    if (fuse_activations_ && i + 2 < children.size() && child.fuses_activation_and_pool()) {
+      Module& next = *children[i + 1].second;
+      Module& after = *children[i + 2].second;
+      const std::optional<Activation> act = next.as_activation();
+      const std::optional<MaxPoolArgs> pool = after.as_max_pool();
+      if (act && pool) {  // Note [Convolution, activation and max pool as one op] in ops/conv_pool.h
+        y = child.call_activated_pooled(y, next, after, *act, *pool);
+        i += 2;
+        continue;
+      }
+    }
     if (fuse_activations_ && i + 1 < children.size() && child.fuses_activation()) {
       Module& next = *children[i + 1].second;
       if (const std::optional<Activation> act = next.as_activation()) {

@@ -5,6 +5,7 @@
 #include "ops/activation.h"
 #include "ops/creation.h"
 #include "ops/conv.h"
+#include "ops/conv_pool.h"
 #include "ops/elementwise.h"
 #include "ops/index_ops.h"
 #include "ops/linalg.h"

@@ -131,6 +131,23 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape&
   return max_pool2d_backward_of(dy, indices, input_shape, g);
 }
 
+ValuesIndices max_pool2d_with_positions(const Tensor& x, IntPair kernel, std::optional<IntPair> stride,
+                                        IntPair padding) {
+  const autograd::NoGradGuard untracked;
+  return max_pool2d_recorded(x, kernel, stride, padding, std::nullopt);
+}
+
+Tensor max_pool2d_backward_from_positions(const Tensor& dy, const Tensor& positions, const Shape& input_shape,
+                                          IntPair kernel, std::optional<IntPair> stride, IntPair padding) {
+  const char* op = "max_pool2d_backward_from_positions";
+  const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
+  check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
+  EMBER_CHECK(positions.shape() == dy.shape() && (positions.dtype() == DType::u8 || positions.dtype() == DType::i64),
+              op, ": expected u8 or i64 positions of shape ", shape_str(dy.shape()), ", got ",
+              dtype_name(positions.dtype()), " ", shape_str(positions.shape()));
+  return max_pool2d_backward_of(dy, positions, input_shape, g);
+}
+
 // ---- average ---------------------------------------------------------------------------------
 Tensor avg_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride, IntPair padding,
                   bool count_include_pad) {

@@ -18,6 +18,14 @@
 
 namespace ember {
 
+// A max pool's window, for the ops and modules that pass one around (conv2d_max_pool2d in
+// ops/conv_pool.h, MaxPool2d).
+struct MaxPoolArgs {
+  IntPair kernel = 2;
+  std::optional<IntPair> stride = {};  // the kernel's
+  IntPair padding = 0;
+};
+
 // values: the window maxima; indices (i64): the flat index h * W + w of each maximum within its
 // input plane (what max_pool2d_backward scatters by). NaN wins over numbers, as in PyTorch.
 ValuesIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, std::optional<IntPair> stride = {},
@@ -29,6 +37,15 @@ Tensor max_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride
 // dL/dx (input_shape) from dy and the indices of max_pool2d_with_indices.
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Shape& input_shape, IntPair kernel,
                            std::optional<IntPair> stride = {}, IntPair padding = 0);
+
+// For ops that pool their own output inside one autograd node (conv2d_max_pool2d, ops/conv_pool.h):
+// the forward, not recorded, with each maximum's position in the form max_pool2d keeps for its
+// backward (a one-byte window offset on the CPU where the window has at most 256 cells, else the
+// i64 index above), and the backward from such positions.
+ValuesIndices max_pool2d_with_positions(const Tensor& x, IntPair kernel, std::optional<IntPair> stride = {},
+                                        IntPair padding = 0);
+Tensor max_pool2d_backward_from_positions(const Tensor& dy, const Tensor& positions, const Shape& input_shape,
+                                          IntPair kernel, std::optional<IntPair> stride = {}, IntPair padding = 0);
 
 // Window means; with count_include_pad the padding cells count in the divisor.
 Tensor avg_pool2d(const Tensor& x, IntPair kernel, std::optional<IntPair> stride = {}, IntPair padding = 0,
