@@ -411,6 +411,25 @@ TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GE
   }
 }
 
+// Note [Weight gradient spans in L1] (ops/cpu/conv_grid_weight_grad_avx512.cpp): an ungrouped
+// layer of 40 or 64 output channels (more than the forward takes on the grid) has its weight
+// gradient on the grid, over planes whose rows span several spans of vectors (40 x 40) and over
+// images several to a span (6 x 6), against f64 im2col + GEMM.
+TEST_CASE("conv2d's padded-grid weight gradient takes ungrouped layers of up to 64 channels", "[conv][direct]") {
+  Generator gen(78);
+  for (const auto& [out, hw] : {std::pair<int64_t, int64_t>{64, 40}, {40, 6}, {64, 12}}) {
+    INFO(out << " channels, " << hw << " x " << hw);
+    const Tensor x0 = randn({3, 8, hw, hw}, {}, &gen), w0 = randn({out, 8, 3, 3}, {}, &gen);
+    const Tensor b0 = randn({out}, {}, &gen);
+    const Conv2dGeometry g = conv2d_geometry(x0.shape(), w0.shape(), 1, 1, 1, 1);
+    if (cpu::conv2d_grid_weight_grad_suits(g, DType::f32))
+      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+    else
+      WARN("this build's CPU path has no padded grid (it needs AVX-512); only the values are checked");
+    check_against_one_conv_per_group(x0, w0, b0, 1, 1, 1, 1, Activation::relu, gen);
+  }
+}
+
 // Note [Grid tasks]: with fewer than two (image, group) or group tasks per thread the grid kernels
 // cut each into blocks of a multiple of 8 channels. One thread does not cut (batch 1); three
 // threads cut the 2 groups of 32 or 24 channels, two and three threads the one group of 24
