@@ -237,7 +237,8 @@ bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype) {
   // 19.8-20.3 by im2col + GEMM (f32; bf16 7.8-8.0 against 8.6-8.8; convprobe, medians, two
   // rounds, 2 threads), once the tiles ran over spans in L1 (Note [Weight gradient spans in L1]).
   const bool ungrouped_fits = M % 8 == 0 && (M + 7) / 8 >= int64_t(num_threads());
-  return conv2d_grid_takes(dtype) && stride_fits(g) && (M % 4 == 0 || thin_fits(g)) && M <= (g.groups > 1 ? 32 : 64) &&
+  const int64_t max_channels = g.groups > 1 ? 32 : 64;
+  return conv2d_grid_takes(dtype) && stride_fits(g) && (M % 4 == 0 || thin_fits(g)) && M <= max_channels &&
          (g.groups > 1 || ungrouped_fits);
 }
 
