@@ -4,6 +4,7 @@
 #include "ops/autocast.h"
 #include "ops/conv.h"
 #include "ops/pool.h"
+#include "ops/reduced_precision.h"
 
 namespace ember {
 
@@ -20,7 +21,10 @@ Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& w, const Tensor& b, IntP
                              act, pool);
   const IntPair pool_stride = pool.stride.value_or(pool.kernel);
   const bool overlapping = pool_stride.h < pool.kernel.h || pool_stride.w < pool.kernel.w;
-  if (overlapping || !needs_grad({x, w, b}))
+  // A reduced-precision input without a native kernel (f16 on the CPU) has its convolution in f32
+  // and rounded (conv2d's fallback), so the three ops run the activation's backward in f32.
+  const bool widened = is_reduced_float(x.dtype()) && !native_reduced_gemm(x);
+  if (overlapping || widened || !needs_grad({x, w, b}))
     return max_pool2d(conv2d(x, w, b, stride, padding, dilation, groups, act), pool.kernel, pool.stride,
                       pool.padding);
   Tensor y;
@@ -33,12 +37,13 @@ Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& w, const Tensor& b, IntP
   const Shape ys = y.shape();
   y = Tensor();  // Note [Convolution, activation and max pool as one op]: not kept
   const bool nx = needs_grad(x), nw = needs_grad(w), nb = needs_grad(b);
+  const Tensor activated = act != Activation::none ? maxima.values : Tensor();  // what the backward reads
   record("conv2d_act_max_pool2d", {x, w, b}, maxima.values,
-         [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sm = save(maxima.values),
-          sp = save(maxima.indices), act, pool, ys, xs = x.shape(), ws = w.shape(), stride, padding, dilation, groups,
-          nx, nw, nb](Tensor dm) mutable -> TensorList {
+         [sx = save(nw ? x : Tensor()), sw = save(nx ? w : Tensor()), sm = save(activated), sp = save(maxima.indices),
+          act, pool, ys, xs = x.shape(), ws = w.shape(), stride, padding, dilation, groups, nx, nw,
+          nb](Tensor dm) mutable -> TensorList {
            const char* op = "conv2d_max_pool2d";
-           Tensor pooled = sm.take(op);
+           Tensor pooled = act != Activation::none ? sm.take(op) : Tensor();
            auto [dmasked, db] = bias_activation_backward(std::move(dm), pooled, act, 1, nb);
            pooled = Tensor();
            const Tensor dz =

@@ -14,7 +14,9 @@
 // pool, and the bias gradient is summed there too; the scatter then writes dz itself. y is not kept
 // past the forward. dz is the same bits as the three ops' (the activation's backward takes the
 // same two values at every maximum, and 0 elsewhere); the bias gradient sums the same values in
-// another order. Overlapping windows, and calls with no gradient to record, run the three ops.
+// another order. Overlapping windows, calls with no gradient to record, and reduced-precision
+// inputs whose convolution runs in f32 and is rounded (f16 on the CPU, whose three ops take the
+// activation's backward in f32) run the three ops.
 #pragma once
 
 #include "core/tensor.h"

@@ -142,8 +142,9 @@ Tensor max_pool2d_backward_from_positions(const Tensor& dy, const Tensor& positi
   const char* op = "max_pool2d_backward_from_positions";
   const Pool2dGeometry g = pool2d_geometry(input_shape, kernel, stride, padding, op);
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), op);
-  EMBER_CHECK(positions.shape() == dy.shape() && (positions.dtype() == DType::u8 || positions.dtype() == DType::i64),
-              op, ": expected u8 or i64 positions of shape ", shape_str(dy.shape()), ", got ",
+  const DType expected = saved_argmax_dtype(dy, g);  // as max_pool2d_with_positions returns them
+  EMBER_CHECK(positions.shape() == dy.shape() && positions.dtype() == expected, op, ": expected ",
+              dtype_name(expected), " positions of shape ", shape_str(dy.shape()), ", got ",
               dtype_name(positions.dtype()), " ", shape_str(positions.shape()));
   return max_pool2d_backward_of(dy, positions, input_shape, g);
 }

@@ -44,7 +44,7 @@
 //                  the transposed problem, Note [Direct input gradient as a forward]) with 8 to
 //                  32 input channels per group (a multiple of 8), the weight gradient with 4 to
 //                  32 output channels per group (a multiple of 4); grouped or not (an ungrouped
-//                  weight gradient needs a multiple of 8 and a block of 8 channels per thread,
+//                  weight gradient up to 64 channels, a multiple of 8 with a block of 8 per thread,
 //                  its tasks, Note [Grid tasks]; else im2col + GEMM keeps every thread busy). Ungrouped
 //                  layers joined on 2026-12-03 (Zen 4, 2 threads, conv2probe, alternated with the
 //                  grid off for them): MNIST's 1 -> 16 at 28 x 28 (n 128) forward 0.32-0.34 vs

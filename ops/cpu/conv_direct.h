@@ -59,7 +59,8 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
                          const Tensor& y);
 
 // Whether conv2d_grid_weight_grad runs g (Note [Weight gradient on a padded grid]): f32 or bf16
-// (conv2d_grid_takes) on AVX-512, groups of 4 to 32 output channels (a multiple of 4), stride 1.
+// (conv2d_grid_takes) on AVX-512, groups of 4 to 32 output channels (a multiple of 4; an
+// ungrouped layer 8 to 64, a multiple of 8), stride 1.
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_weight_grad (ops/kernels.h), for a geometry that suits it.
 void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);

@@ -21,9 +21,8 @@
 // a vector, so SE-ResNeXt's 7- and 14-wide rows left 9 or 2 of 16 lanes idle and each weight fed
 // one FMA; here 14 x 14 uses 196 of 224 grid lanes, 7 x 7 49 of 64. Outputs go through the GEMM's
 // epilogue (bias, ReLU) straight into y (Note [Tile outputs into the planes] in
-// conv_grid_tiles_avx512.h). Each output sums
-// its taps in (c, kh, kw) order from zero, as the row kernel and the transposed problem of the
-// input gradient do, whatever the thread count.
+// conv_grid_tiles_avx512.h). Each output sums its taps in (c, kh, kw) order from zero, as the row
+// kernel and the transposed problem of the input gradient do, whatever the thread count.
 //
 // Note [Strided grid]: at stride (sh, sw) the outputs of a row read every sw-th input column, so
 // no single offset per tap maps grid positions to inputs. Each input channel is laid out as

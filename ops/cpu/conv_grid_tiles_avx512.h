@@ -178,8 +178,9 @@ void grid_block(int64_t rows, int64_t vectors, int64_t K, const int64_t* off, co
 // bf16 multiplies in pairs (Note [bf16 pairs on the grid], Note [bf16 weight gradient on position
 // pairs] in conv_grid_avx512.cpp), whose sums differ from these in order only. A widened bf16 layer
 // widens its input planes (exactly) while they are copied into the grid, which every layer does
-// anyway, runs the f32 tiles, and rounds each output once while it is copied out of the grid
-// buffer; its weights (and bias) are widened once per call. So a bf16 pass costs what the f32
+// anyway, runs the f32 tiles, and rounds each output once as the tile stores it (PlanesOutput;
+// the strided input gradient, once it copies its phases out); its weights (and bias) are widened
+// once per call. So a bf16 pass costs what the f32
 // pass costs, where im2col + GEMM in bf16 paid for building, packing and folding columns of
 // short rows (MNIST's layers, SE-ResNeXt's grouped 3 x 3s), and its result is the f32 pass's on
 // the widened inputs, rounded once: bit for bit the same as running the f32 pass and converting.

@@ -14,14 +14,13 @@
 // batch of 8 at SE-ResNeXt's shapes; the chunk stays in L2), then runs tiles of 8 output channels x
 // 3 taps (4 x 6 for the last 4 channels of a group whose count is not a multiple of 8) as 24
 // accumulators of 16 grid positions, over spans of the chunk that stay in L1 (Note [Weight
-// gradient spans in L1]), and adds each accumulator's lane sum into its weight at the end of a
-// chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
+// gradient spans in L1]), and adds the lane sum of each weight's partial vector into it at the
+// end of a chunk. Each vector step of an 8 x 3 tile loads 8 vectors of dy (aligned) and 3 of xpad
 // (at the taps' offsets, so unaligned: 15 in 16 straddle two cache lines) for 24 FMAs; 4 x 6 loads
 // 4 and 6: 8 x 3 measured 1.3-1.4x faster than 4 x 6 at 28 x 28, 14 x 14 and 7 x 7 (one thread,
 // Zen 4, alternated pairs). The loads set the pace (Note [One load per vector]). The task alone
 // writes its weights, chunk after chunk in a fixed order (the chunk sized by the group, not the
-// task): no atomics, the same bits at any thread count that keeps the layer
-// on the grid.
+// task): no atomics, the same bits at any thread count that keeps the layer on the grid.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -46,8 +45,8 @@ using namespace grid_detail;  // the layout and tiles of the grid (conv_grid_lay
 constexpr int64_t kGradChunkBytes = int64_t(1) << 20;
 
 // The lane sums of a, b, c and d: each folds its halves down to 4 lanes, and two rounds of
-// horizontal adds finish all four at once (a tile ends with 24 sums over as few as 32 vector
-// steps at 7 x 7, so a lane-by-lane sum cost as much as the FMAs).
+// horizontal adds finish all four at once (when each tile ended with its 24 sums, over as few as
+// 32 vector steps at 7 x 7, a lane-by-lane sum cost as much as the FMAs).
 __m128 lane_sums(__m512 a, __m512 b, __m512 c, __m512 d) {
   // The masked forms of the shuffle and extract: GCC 12's plain ones take an "undefined" source
   // that its -Wuninitialized flags at every use.

@@ -3,7 +3,8 @@
 // and the same input and weight gradients bit for bit, the bias gradient to rounding, for every
 // activation, with and without bias, grouped and strided convolutions, 2 x 2, 3 x 3 and padded
 // pools on planes that floor mode trims, ties (relu's zeros), in f32, in bf16 under autocast and on
-// cuda; overlapping windows and calls without a gradient run the three ops; f64 gradchecks.
+// cuda; overlapping windows, calls without a gradient and f16 on the CPU run the three ops; f64
+// gradchecks.
 #include <string>
 
 #include "autograd/graph.h"
@@ -118,12 +119,35 @@ TEST_CASE("conv2d_max_pool2d under bf16 autocast equals the three ops under it",
     three = run(false, {x, w, b}, l, Activation::relu, gy);
   }
   REQUIRE(one.y.dtype() == DType::bf16);
+  CHECK(one.op == "conv2d_act_max_pool2d");
   CHECK(same_bits(one.y, three.y));
   for (int i = 0; i < 3; ++i) {
     INFO("gradient " << i);
     REQUIRE(one.grads[size_t(i)].dtype() == DType::f32);  // the f32 leaves' gradients
     if (i < 2) CHECK(same_bits(one.grads[size_t(i)], three.grads[size_t(i)]));
     else check_close(one.grads[2], three.grads[2], 1e-2, 1e-2);  // summed in bf16 steps, in two orders
+  }
+}
+
+TEST_CASE("conv2d_max_pool2d under f16 autocast on the CPU runs the three ops", "[conv][pool][fused][f16]") {
+  // f16 convolutions run in f32 and round (conv2d's fallback), so the three ops take the
+  // activation's backward in f32: the fused node would not give their gradients.
+  Generator gen(12);
+  const Tensor x = randn({2, 4, 8, 8}, {}, &gen), w = randn({8, 4, 3, 3}, {}, &gen), b = randn({8}, {}, &gen);
+  const Layer l{1, 1, 1, {.kernel = 2}};
+  const Tensor gy = randn({2, 8, 4, 4}, {}, &gen);
+  Run one, three;
+  {
+    const AutocastGuard f16(DType::f16);
+    one = run(true, {x, w, b}, l, Activation::sigmoid, gy);
+    three = run(false, {x, w, b}, l, Activation::sigmoid, gy);
+  }
+  REQUIRE(one.y.dtype() == DType::f16);
+  CHECK(one.op == "max_pool2d");
+  CHECK(same_bits(one.y, three.y));
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("gradient " << i);
+    CHECK(same_bits(one.grads[i], three.grads[i]));
   }
 }
 
