@@ -33,7 +33,7 @@ int64_t env_or(const char* name, int64_t derived) {
 // steps; a shorter one keeps B's micro-panel in L1. Measured, the longer KC wins while B's
 // micro-panel stays within about twice L1 (its lines then come from L2: 3 vectors per 24 FMAs,
 // about 8 bytes a cycle, well under L2's bandwidth): KC = 2 L1 / (kNR * 4 bytes), a multiple of
-// 16 in [128, 384] (336 on Zen 4's 32 KiB).
+// 16 in [128, 512] (336 on Zen 4's 32 KiB, 512 on Zen 5's 48 KiB).
 // On Zen 4 (32 KiB L1, 2026-12-03, alternated runs of the same binary under EMBER_GEMM_KC,
 // 2 threads) KC 320 against the 160 of the L1-only rule: 1024^3 195-203 vs 191-194 GFLOP/s,
 // 2048^3 191-196 vs 180-186, 32x3136x288 174-179 vs 155-160, 2048x49x1024 135-141 vs 127-129,
@@ -41,7 +41,11 @@ int64_t env_or(const char* name, int64_t derived) {
 // 3-6% at 2048^3 and 2048x49x1024 there, hence the cap. On an Emerald Rapids (48 KiB L1) a
 // sweep of 128/256/384 at 1024^3 measured 128 about 8% slower and 384 within noise of 256.
 // (The rule's 336 on Zen 4 against 160 in `bench ops`, two alternated pairs, 2 threads: 1024^3
-// 191/193 vs 180/184, 32x3136x288 158/167 vs 138/147.) The bf16 and AMX blockings still derive
+// 191/193 vs 180/184, 32x3136x288 158/167 vs 138/147.) The cap was 384 until Zen 5 (48 KiB L1,
+// 2026-12-07, `bench ops` under EMBER_GEMM_KC, alternated, % of the FMA peak, 512 vs 384): 2 threads
+// 512^3 91.0/85.4 vs 82.5/82.4, 1024^3 85.0/88.0 vs 83.8/84.7, 2048^3 85.0/85.5 vs 85.3/86.1,
+// 32x3136x288 82.8/80.3 vs 76.3/83.0; one thread 512^3 92.0/91.8 vs 89.9/90.5, 64x196x576
+// 91.8/85.9 vs 84.3/84.3; no f32 row lost beyond noise. The bf16 and AMX blockings still derive
 // from the one-L1 rule, l1_cache_blocking(), the one they were measured against.
 // The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
 // MC = L2 / 2 / (KC * 4) (384 with 1 MiB and KC 336). The packed panel of B is reused across
@@ -233,7 +237,7 @@ bool b_in_place_pays(int64_t M, int64_t N, int64_t steps, int64_t row_bytes) {
 }
 
 const Blocking& cache_blocking() {
-  static const Blocking blocking = derive_blocking(2, 384);
+  static const Blocking blocking = derive_blocking(2, 512);
   return blocking;
 }
 
