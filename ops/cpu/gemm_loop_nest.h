@@ -82,18 +82,31 @@ struct Split {
   int64_t row_blocks, column_groups;
 };
 
-inline int64_t work_items_target(int threads) { return threads == 1 ? 1 : 3 * int64_t(threads); }
+// Work items per thread (Note [GEMM threads]): a Packing may set its own, kItemsPerThread
+// (Note [bf16 work items] in gemm_packed_bf16.cpp).
+template <class Packing>
+constexpr int64_t items_per_thread() {
+  if constexpr (requires { Packing::kItemsPerThread; }) return Packing::kItemsPerThread;
+  else return 3;
+}
+
+template <class Packing>
+int64_t work_items_target(int threads) {
+  return threads == 1 ? 1 : items_per_thread<Packing>() * int64_t(threads);
+}
 
 // The row blocks split_work cuts M into: MC or fewer rows each, and blocks of >= 64 rows
 // towards the target of items.
-inline int64_t row_blocks_of(int64_t M, const Blocking& blocking, int threads) {
-  return std::max((M + blocking.mc - 1) / blocking.mc, std::min(work_items_target(threads), (M + 63) / 64));
+template <class Packing>
+int64_t row_blocks_of(int64_t M, const Blocking& blocking, int threads) {
+  return std::max((M + blocking.mc - 1) / blocking.mc, std::min(work_items_target<Packing>(threads), (M + 63) / 64));
 }
 
-template <int kRows, int kColumns>
+template <class Packing>
 Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
-  const int64_t target = work_items_target(threads);
-  int64_t row_blocks = row_blocks_of(M, blocking, threads);
+  constexpr int kRows = Packing::kTileRows, kColumns = Packing::kTileColumns;
+  const int64_t target = work_items_target<Packing>(threads);
+  int64_t row_blocks = row_blocks_of<Packing>(M, blocking, threads);
   const int64_t rows = round_up((M + row_blocks - 1) / row_blocks, kRows);
   row_blocks = (M + rows - 1) / rows;
   int64_t groups =
@@ -101,6 +114,16 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
   const int64_t columns = round_up((nc + groups - 1) / groups, kColumns);
   groups = (nc + columns - 1) / columns;
   return {rows, columns, row_blocks, groups};
+}
+
+// The most row blocks for which op(B) is packed per micro-panel (Note [B packed per micro-panel]):
+// two, or every row block of the work-item target where the Packing says so
+// (kBPerMicroPanelUpToTarget, Note [bf16 work items]).
+template <class Packing>
+int64_t max_row_blocks_packing_b_per_micro_panel(int threads) {
+  if constexpr (requires { Packing::kBPerMicroPanelUpToTarget; })
+    if (Packing::kBPerMicroPanelUpToTarget) return work_items_target<Packing>(threads);
+  return std::min(threads, 2);
 }
 
 // Whether an M x N x K GEMM is too small to wake the pool for: under 1M micro-kernel steps (M N
@@ -149,8 +172,8 @@ auto work_scope(const Packing& packing) {
 // is an MC-or-smaller block of rows times a group of the panel's columns and runs the whole K loop
 // itself, packing its own blocks of A, so there is no barrier per K block: two parallel_for per
 // panel (one where B is not packed ahead), which matters on a loaded machine where every barrier
-// waits for the most-descheduled thread. About 3 items per
-// thread, cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of at
+// waits for the most-descheduled thread. About 3 items per thread (a Packing may set its own:
+// items_per_thread), cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of at
 // least two tiles' width), so that the skinny shapes of convolution (M = 32 channels, N = 3136
 // pixels) split too. The panel holds all of K, so its width is the KC x NC budget divided by K.
 // Below 1M micro-kernel steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~20 us on
@@ -166,7 +189,8 @@ auto work_scope(const Packing& packing) {
 // per micro-panel), so steady-state calls reuse cached blocks and never reach the system;
 // thread-local buffers would outlive the allocator at exit.
 // Note [B packed per micro-panel]: where M is cut into one row block, or two on two threads or
-// more (M <= MC on one thread; up to 128 rows on two), op(B)'s panel is not packed ahead: each
+// more (M <= MC on one thread; up to 128 rows on two), or up to the work-item target where the
+// Packing asks (the bf16 pairs: Note [bf16 work items]), op(B)'s panel is not packed ahead: each
 // work item packs the kNR x KC micro-panel of B it is about to use into a buffer of its own and
 // runs all its row tiles on it while it is in L1. A panel packed ahead is reused by every row
 // block, which pays where there are many. With R row blocks on T threads, packing per micro-panel
@@ -190,8 +214,9 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
   Allocator& alloc = allocator_for(Device::cpu());
   constexpr bool prepacked = has_prepacked_b<Packing>, in_place = has_b_in_place<Packing>;
   constexpr bool packs_b = !prepacked && !in_place;
-  // Note [B packed per micro-panel]: where M is cut into no more row blocks than threads.
-  const bool b_per_tile = packs_b && row_blocks_of(M, blocking, threads) <= std::min(threads, 2);
+  // Note [B packed per micro-panel]: where M is cut into few row blocks.
+  const bool b_per_tile = packs_b && row_blocks_of<Packing>(M, blocking, threads) <=
+                                         max_row_blocks_packing_b_per_micro_panel<Packing>(threads);
   // Columns per packed panel of op(B), which holds all of K: as many as fit the KC x NC budget
   // (all of them when op(B) is read in place or packed per micro-panel: there is no panel to
   // keep in L3).
@@ -227,7 +252,7 @@ void run_loop_nest(const Packing& packing, typename Packing::Kernel kernel, cons
                      });
       }
     }
-    const Split split = split_work<kRows, kColumns>(M, blocking, nc, threads);
+    const Split split = split_work<Packing>(M, blocking, nc, threads);
     const Packed* a_panels = nullptr;  // all of op(A), packed before the call
     if constexpr (has_prepacked_a<Packing>) a_panels = packing.a_panels;
     parallel_for(0, split.row_blocks * split.column_groups, 1, [&](int64_t w0, int64_t w1) {

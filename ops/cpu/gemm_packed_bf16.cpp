@@ -97,9 +97,23 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
 
 // What the bf16 forms of the loop nest's Packing (ops/cpu/gemm_loop_nest.h) share: two K values
 // per element, op(A) packed into pairs; they differ in where op(B)'s pairs come from.
+// Note [bf16 work items]: a pair step does twice the f32 step's multiply-adds, so at the f32
+// GEMM's 3 work items per thread (Note [GEMM threads]) a bf16 item is half as long while it packs
+// as much, and op(B)'s panel, packed ahead by all threads where M makes more than two row blocks,
+// crosses L3 to the thread that reads it. On two threads the bf16 GEMM ran 128^3 to 256^3 no
+// faster than on one (256^3: 76 us against 83). With 2 items per thread, and op(B) packed per
+// micro-panel up to that many row blocks, bf16probe (Zen 5, 2026-12-07, 2 threads, medians of 300
+// calls, two alternated rounds, us, before -> after): 192^3 40.4/40.5 -> 32.3/31.9, 256^3
+// 76.6/77.2 -> 56.7/57.3, 384^3 190/190 -> 161/162, 512^3 410/409 -> 365/366, 768^3 1209/1200 ->
+// 1164/1156, 128x3136x256 321/320 -> 306/305, 32x3136x288 89.7/85.4 -> 85.3/81.6; 128^3 and
+// 64x196x576 within noise. One item per thread was faster at 256^3 (52.5) but lost 30% at 768^3
+// (three row blocks of MC on two threads). The f32 GEMM, timed the same way under both rules, did
+// not move beyond noise, so it keeps its own.
 struct Bf16PackingOfA {
   using Packed = Bf16Pair;
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
+  static constexpr int64_t kItemsPerThread = 2;                 // Note [bf16 work items]
+  static constexpr bool kBPerMicroPanelUpToTarget = true;
   GemmOperand a;                       // op(A): (M, K), trans as given
   const Bf16Pair* a_panels = nullptr;  // or all of op(A), packed before the call (Note [Prepacked A])
   int64_t a_rows_padded = 0;           // M rounded up to kMR

@@ -312,9 +312,10 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   // AMX form (its own rule, AmxPacking::single_thread) splits the first two and keeps the others
   // on one. cpu::gemm_bf16 runs this CPU's form; the AMX form also runs explicitly, emulated where the
   // CPU has none, so that its threaded loop nest is checked on every machine.
-  // 120 rows: B packed per micro-panel (Note [B packed per micro-panel]) in one row block on one
-  // thread and in two on two.
-  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}};
+  // B packed per micro-panel (Note [B packed per micro-panel]): 120 rows in one row block on one
+  // thread and in two on two; 300 rows in four on two (the pair form's target, Note [bf16 work
+  // items]). 1100 rows make more on two threads (five at the MC of a 1 MiB L2): B packed ahead.
+  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}, {1100, 50, 70}};
   const Bf16MicroKernel amx = amx_bf16_micro_kernel() ? amx_bf16_micro_kernel() : emulated_amx_bf16_micro_kernel;
   for (const Shape& s : shapes) {
     for (int types : {0, 2}) {
