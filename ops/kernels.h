@@ -163,10 +163,10 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 // x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
-// Which algorithm conv2d's CPU kernels run for g in `pass`, as a short name ("1x1 gemm",
-// "im2col+gemm", ...; Note [Conv algorithms] in cpu/conv.cpp), for benchmarks and tests.
+// Which algorithm conv2d's CPU kernels run for g in `pass` on `dtype`, as a short name ("1x1
+// gemm", "im2col+gemm", ...; Note [Conv algorithms] in cpu/conv.cpp), for benchmarks and tests.
 enum class ConvPass { forward, input_grad, weight_grad };
-const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass);
+const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype = DType::f32);
 
 // ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
 // dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over

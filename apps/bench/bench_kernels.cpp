@@ -55,8 +55,10 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
     if (rows.empty()) rows = measured;
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].ember_ms = std::min(rows[i].ember_ms, measured[i].ember_ms);
-      if (measured[i].onednn_ms >= 0)
+      if (measured[i].onednn_ms >= 0) {
         rows[i].onednn_ms = rows[i].onednn_ms < 0 ? measured[i].onednn_ms : std::min(rows[i].onednn_ms, measured[i].onednn_ms);
+        rows[i].onednn_implementation = measured[i].onednn_implementation;
+      }
     }
     log << ", pytorch\n" << std::flush;
     for (const RowSet& set : sets)
@@ -69,8 +71,8 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
   std::vector<std::string> columns{"kernel", "ember ms", "pytorch ms", "speedup", "algorithm"};
   std::vector<int> widths{50, 10, 11, 8, 14};
   if (with_onednn) {
-    columns.insert(columns.end(), {"onednn ms", "vs onednn"});
-    widths.insert(widths.end(), {10, 10});
+    columns.insert(columns.end(), {"onednn ms", "vs onednn", "onednn impl"});
+    widths.insert(widths.end(), {10, 10, 28});
   }
   Table table(columns, widths);
   out << "peer: " << peer_identity() << "\n";
@@ -90,6 +92,7 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
     if (with_onednn) {
       cells.push_back(r.onednn_ms >= 0 ? fixed(r.onednn_ms, 4) : "n/a");
       cells.push_back(r.onednn_ms >= 0 ? fixed(r.onednn_ms / r.ember_ms, 2) + "x" : "n/a");
+      cells.push_back(r.onednn_ms >= 0 ? r.onednn_implementation : "");
       if (r.onednn_ms >= 0) {
         ++onednn_compared;
         if (r.ember_ms > r.onednn_ms) ++onednn_slower;
@@ -102,7 +105,9 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
   if (with_onednn)
     out << onednn_compared << " rows compared with oneDNN; ember slower on " << onednn_slower
         << " (vs onednn = onednn ms / ember ms; oneDNN runs in its own blocked layouts, reordered outside the timing"
-           " (Note [oneDNN peer layouts]), and its forward rows leave out the bias)\n";
+           " (Note [oneDNN peer layouts]), and its forward rows leave out the bias; onednn impl: what oneDNN's"
+           " convolution_auto chose, jit_wino_4x3 being Winograd F(4x4, 3x3), where PyTorch asks oneDNN for direct"
+           " convolutions (Note [oneDNN's algorithm]))\n";
 }
 
 }  // namespace ember::bench

@@ -23,7 +23,8 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
   autograd::NoGradGuard no_grad;
   std::vector<bench::KernelRow> rows;
   const TimingOptions timing = bench::timing_for(device);
-  // A row, and where it is a CPU convolution pass, oneDNN's time for the same pass right after.
+  // A row, and where it is a CPU convolution pass, the algorithm ember chose and oneDNN's time for
+  // the same pass right after.
   struct Pass {
     const Tensor& x;
     const Shape& w_shape;
@@ -33,7 +34,10 @@ std::vector<bench::KernelRow> bench_kernels_conv(Device device) {
     rows.push_back({std::move(name), bench::median_ms(fn, timing)});
     if (!pass || !device.is_cpu()) return;
     const Conv2dGeometry g = conv2d_geometry(pass->x.shape(), pass->w_shape, 1, 1, 1, 1);
-    rows.back().onednn_ms = bench::onednn::conv_pass_ms(g, pass->which, pass->x.dtype(), num_threads(), timing);
+    rows.back().algorithm = cpu::conv2d_algorithm(g, pass->which, pass->x.dtype());
+    const bench::onednn::ConvTiming peer =
+        bench::onednn::conv_pass_timing(g, pass->which, pass->x.dtype(), num_threads(), timing);
+    rows.back().onednn_ms = peer.ms, rows.back().onednn_implementation = peer.implementation;
   };
   auto randn = [&](const Shape& shape) { return ember::randn(shape).to(device); };
 

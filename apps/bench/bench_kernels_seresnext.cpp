@@ -48,8 +48,10 @@ std::vector<bench::KernelRow> bench_kernels_seresnext(Device device) {
     auto add = [&](const char* pass, cpu::ConvPass which, const std::function<void()>& fn) {
       rows.push_back({std::string("conv2d_") + pass + "_" + layer_name(l), bench::median_ms(fn, timing),
                       device.is_cpu() ? cpu::conv2d_algorithm(g, which) : "cuda"});
-      if (device.is_cpu())
-        rows.back().onednn_ms = bench::onednn::conv_pass_ms(g, which, DType::f32, num_threads(), timing);
+      if (!device.is_cpu()) return;
+      const bench::onednn::ConvTiming peer =
+          bench::onednn::conv_pass_timing(g, which, DType::f32, num_threads(), timing);
+      rows.back().onednn_ms = peer.ms, rows.back().onednn_implementation = peer.implementation;
     };
     add("forward", cpu::ConvPass::forward, [&] { conv2d(x, w, {}, l.stride, l.pad, 1, l.groups); });
     add("input_grad", cpu::ConvPass::input_grad,

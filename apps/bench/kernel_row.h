@@ -12,6 +12,7 @@ struct KernelRow {
   double ember_ms;   // median milliseconds per call
   std::string algorithm = {};  // the algorithm ember's CPU kernel chose, where it chooses one
   double onednn_ms = -1;       // the same pass in oneDNN; -1: not timed
+  std::string onednn_implementation = {};  // what oneDNN ran (Note [oneDNN's algorithm])
 };
 
 }  // namespace ember::bench

@@ -114,9 +114,10 @@ ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int 
   const Tensor x = randn(x_shape).to(dtype), w = randn(w_shape).to(dtype), dy = randn(y_shape).to(dtype);
   const IntPair stride{g.stride_h, g.stride_w}, pad{g.pad_h, g.pad_w}, dilation{g.dilation_h, g.dilation_w};
 
-  // Each pass: its primitive, its inputs in the primitive's layouts, its output buffer, and
-  // ember's result to check against.
+  // Each pass: its primitive and oneDNN's name for it, its inputs in the primitive's layouts, its
+  // output buffer, and ember's result to check against.
   std::shared_ptr<dnnl::primitive> primitive;
+  std::string implementation;
   std::vector<std::pair<int, memory>> args;
   memory result;
   Tensor want;
@@ -126,6 +127,7 @@ ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int 
     switch (pass) {
       case cpu::ConvPass::forward: {
         primitive = std::make_shared<dnnl::convolution_forward>(forward);
+        implementation = forward.impl_info_str();
         args = {{DNNL_ARG_SRC, reordered_in(x, x_dims, type, forward.src_desc(), *stream)},
                 {DNNL_ARG_WEIGHTS, reordered_in(w, w_dims, type, forward.weights_desc(), *stream)}};
         result = memory(forward.dst_desc(), cpu_engine());
@@ -140,6 +142,7 @@ ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int 
                                                   pad_l, pad_r),
             cpu_engine(), forward);
         primitive = std::make_shared<dnnl::convolution_backward_data>(pd);
+        implementation = pd.impl_info_str();
         args = {{DNNL_ARG_DIFF_DST, reordered_in(dy, y_dims, type, pd.diff_dst_desc(), *stream)},
                 {DNNL_ARG_WEIGHTS, reordered_in(w, w_dims, type, pd.weights_desc(), *stream)}};
         result = memory(pd.diff_src_desc(), cpu_engine());
@@ -154,6 +157,7 @@ ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int 
                                                      dilates, pad_l, pad_r),
             cpu_engine(), forward);
         primitive = std::make_shared<dnnl::convolution_backward_weights>(pd);
+        implementation = pd.impl_info_str();
         args = {{DNNL_ARG_SRC, reordered_in(x, x_dims, type, pd.src_desc(), *stream)},
                 {DNNL_ARG_DIFF_DST, reordered_in(dy, y_dims, type, pd.diff_dst_desc(), *stream)}};
         result = memory(pd.diff_weights_desc(), cpu_engine());
@@ -174,7 +178,7 @@ ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int 
   };
   call();
   const double error = relative_error(read_back(result, result_shape, dtype, result_dims, type, *stream), want);
-  return {call, error};
+  return {call, error, implementation};
 }
 
 #else  // no oneDNN in this build
@@ -186,17 +190,17 @@ ConvRun conv_pass(const Conv2dGeometry&, cpu::ConvPass, DType, int) { return {};
 
 #endif
 
-double conv_pass_ms(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int threads,
-                    const TimingOptions& timing) {
+ConvTiming conv_pass_timing(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int threads,
+                            const TimingOptions& timing) {
   const ConvRun run = conv_pass(g, pass, dtype, threads);
-  if (!run.call) return -1;
+  if (!run.call) return {};
   const double tolerance = dtype == DType::bf16 ? 3e-2 : 1e-3;
   static const char* const names[] = {"forward", "input gradient", "weight gradient"};
   EMBER_CHECK(run.max_error <= tolerance, "bench: oneDNN's convolution ", names[int(pass)], " differs from ember's by ",
               run.max_error, " of the largest value (tolerance ", tolerance, ") for x (", g.batch, ", ",
               g.in_channels, ", ", g.in_h, ", ", g.in_w, "), ", g.out_channels, " output channels, groups ",
               g.groups);
-  return median_ms(run.call, timing);
+  return {median_ms(run.call, timing), run.implementation};
 }
 
 }  // namespace ember::bench::onednn

@@ -36,14 +36,26 @@ void sgemm(int64_t M, int64_t N, int64_t K, const float* a, const float* b, floa
 struct ConvRun {
   std::function<void()> call;
   double max_error = 0;
+  std::string implementation;  // oneDNN's name for what it chose, e.g. "jit_wino_4x3:avx512_core"
 };
 // Empty call when oneDNN is not available or does not implement the pass.
 ConvRun conv_pass(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int threads);
 
-// Median ms per call of conv_pass(g, pass, dtype, threads) under `timing`, or -1 when there is
-// none. An Error when oneDNN's result differs from ember's by more than rounding (1e-3 of the
-// largest value in f32, 3e-2 in bf16): then one of the two does not compute the pass.
-double conv_pass_ms(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int threads,
-                    const TimingOptions& timing);
+// Median ms per call of conv_pass(g, pass, dtype, threads) under `timing` (-1 when there is none)
+// and the implementation oneDNN ran. An Error when oneDNN's result differs from ember's by more
+// than rounding (1e-3 of the largest value in f32, 3e-2 in bf16): then one of the two does not
+// compute the pass.
+// Note [oneDNN's algorithm]: the primitives ask for convolution_auto, so oneDNN may run Winograd
+// (jit_wino_4x3: F(4x4, 3x3), about a quarter of a direct convolution's multiplies, the rest in
+// transforms) where its heuristics say so: on the Zen 5 of 2026-12-07 the weight gradient of n8 32
+// -> 64 at 128 x 128 and MNIST's f32 input gradient. PyTorch's own oneDNN convolutions ask for
+// direct ones (ideep's default algorithm), so this peer is the stronger one; `bench kernels` names
+// the implementation beside each time.
+struct ConvTiming {
+  double ms = -1;
+  std::string implementation;
+};
+ConvTiming conv_pass_timing(const Conv2dGeometry& g, cpu::ConvPass pass, DType dtype, int threads,
+                            const TimingOptions& timing);
 
 }  // namespace ember::bench::onednn

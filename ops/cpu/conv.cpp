@@ -537,15 +537,15 @@ bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
 }
 }  // namespace
 
-const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) {
+const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
   if (g.is_pointwise()) return "1x1 gemm";
-  if (pass == ConvPass::forward && use_direct_forward(g, DType::f32, Activation::none))
-    return conv2d_grid_forward_suits(g) ? "padded grid" : "direct";
-  if (pass == ConvPass::input_grad && use_direct_input_grad(g, DType::f32))
-    return conv2d_direct_input_grad_on_grid(g) ? "padded grid" : "direct";
-  if (pass == ConvPass::input_grad && use_grid_input_grad(g, DType::f32)) return "padded grid";
-  if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, DType::f32)) return "padded grid";
-  if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, DType::f32)) return "direct";
+  if (pass == ConvPass::forward && use_direct_forward(g, dtype, Activation::none))
+    return conv2d_grid_forward_suits(g, dtype) ? "padded grid" : "direct";
+  if (pass == ConvPass::input_grad && use_direct_input_grad(g, dtype))
+    return conv2d_direct_input_grad_on_grid(g, dtype) ? "padded grid" : "direct";
+  if (pass == ConvPass::input_grad && use_grid_input_grad(g, dtype)) return "padded grid";
+  if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, dtype)) return "padded grid";
+  if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, dtype)) return "direct";
   if (use_direct(g, pass)) return "direct";
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
 }

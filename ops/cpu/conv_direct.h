@@ -68,8 +68,8 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
 // Whether conv2d_direct_input_grad_as_forward runs g: stride 1, and the direct forward suits
 // the transposed problem (Note [Direct input gradient as a forward]) in this dtype.
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype);
-// Whether that transposed forward runs on the padded grid (conv2d_grid_forward_suits).
-bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g);
+// Whether that transposed forward runs on the padded grid (conv2d_grid_forward_suits) in dtype.
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g, DType dtype = DType::f32);
 // The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 

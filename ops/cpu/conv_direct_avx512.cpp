@@ -130,8 +130,8 @@ bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
          conv2d_direct_forward_suits(transposed_geometry(g), dtype, Activation::none);
 }
 
-bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g) {
-  return conv2d_grid_forward_suits(transposed_geometry(g));
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g, DType dtype) {
+  return conv2d_grid_forward_suits(transposed_geometry(g), dtype);
 }
 
 namespace {
@@ -249,7 +249,7 @@ void conv2d_direct_weight_grad(const Conv2dGeometry& g, const Tensor& x, const T
 bool conv2d_direct_weight_grad_suits(const Conv2dGeometry&, DType) { return false; }
 void conv2d_direct_weight_grad(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry&, DType) { return false; }
-bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry&) { return false; }
+bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry&, DType) { return false; }
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&) {}
 bool conv2d_direct_forward_suits(const Conv2dGeometry&, DType, Activation) { return false; }
 void conv2d_direct_forward(const Conv2dGeometry&, const Tensor&, const Tensor&, const Tensor&, Activation,
