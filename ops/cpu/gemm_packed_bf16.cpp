@@ -108,12 +108,17 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
 // 1164/1156, 128x3136x256 321/320 -> 306/305, 32x3136x288 89.7/85.4 -> 85.3/81.6; 128^3 and
 // 64x196x576 within noise. One item per thread was faster at 256^3 (52.5) but lost 30% at 768^3
 // (three row blocks of MC on two threads). The f32 GEMM, timed the same way under both rules, did
-// not move beyond noise, so it keeps its own.
+// not move beyond noise, so it keeps its own. Even so, two threads lost to one below about 2.5M
+// pair steps (M N K / 2), where the f32 rule (1M steps, Note [GEMM threads]) woke the pool at
+// 1M: one thread against two, us, 128^3 11.4/11.3 vs 14.9/15.2, 144^3 15.6/15.5 vs 19.2/19.0,
+// 160^3 22.0/21.8 vs 23.4/24.1, 176^3 (2.7M) 27.4/27.2 vs 27.4/28.5, 192^3 34.8/34.6 vs
+// 31.7/31.2; hence single_thread below 2.5M.
 struct Bf16PackingOfA {
   using Packed = Bf16Pair;
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
   static constexpr int64_t kItemsPerThread = 2;                 // Note [bf16 work items]
   static constexpr bool kBPerMicroPanelUpToTarget = true;
+  static bool single_thread(int64_t M, int64_t N, int64_t K) { return M * N * steps(K) < (int64_t(5) << 19); }
   GemmOperand a;                       // op(A): (M, K), trans as given
   const Bf16Pair* a_panels = nullptr;  // or all of op(A), packed before the call (Note [Prepacked A])
   int64_t a_rows_padded = 0;           // M rounded up to kMR

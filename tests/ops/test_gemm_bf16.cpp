@@ -307,15 +307,16 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   struct Shape {
     int64_t M, N, K;
   };
-  // Past the cache blocking in K (odd K in the last block) and skinny sides, all above the 1M
-  // micro-kernel steps (2 K each) under which the pair and widened forms keep to one thread; the
+  // Past the cache blocking in K (odd K in the last block) and skinny sides, all above the 2.5M
+  // pair steps (M N K / 2) under which the pair form keeps to one thread (Note [bf16 work items]),
+  // and so above the widened form's 1M steps; the
   // AMX form (its own rule, AmxPacking::single_thread) splits the first two and keeps the others
   // on one. cpu::gemm_bf16 runs this CPU's form; the AMX form also runs explicitly, emulated where the
   // CPU has none, so that its threaded loop nest is checked on every machine.
   // B packed per micro-panel (Note [B packed per micro-panel]): 120 rows in one row block on one
   // thread and in two on two; 300 rows in four on two (the pair form's target, Note [bf16 work
   // items]). 1100 rows make more on two threads (five at the MC of a 1 MiB L2): B packed ahead.
-  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}, {1100, 50, 70}};
+  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}, {1100, 50, 100}};
   const Bf16MicroKernel amx = amx_bf16_micro_kernel() ? amx_bf16_micro_kernel() : emulated_amx_bf16_micro_kernel;
   for (const Shape& s : shapes) {
     for (int types : {0, 2}) {
