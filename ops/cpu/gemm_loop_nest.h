@@ -173,12 +173,13 @@ auto work_scope(const Packing& packing) {
 // itself, packing its own blocks of A, so there is no barrier per K block: two parallel_for per
 // panel (one where B is not packed ahead), which matters on a loaded machine where every barrier
 // waits for the most-descheduled thread. About 3 items per thread (a Packing may set its own:
-// items_per_thread), cut from the rows first (blocks of >= 64 rows) and then from the columns (groups of at
-// least two tiles' width), so that the skinny shapes of convolution (M = 32 channels, N = 3136
-// pixels) split too. The panel holds all of K, so its width is the KC x NC budget divided by K.
+// items_per_thread), cut from the rows first (blocks of >= 64 rows) and then from the columns
+// (groups of at least two tiles' width), so that the skinny shapes of convolution (M = 32 channels,
+// N = 3136 pixels) split too. The panel holds all of K, so its width is the KC x NC budget divided
+// by K.
 // Below 1M micro-kernel steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~20 us on
-// one core either way), the pool is not worth waking (the AMX form, much faster per step, sets its
-// own rule: single_thread). The bound was 4M until B could be read in place (Note [B in place] in
+// one core either way), the pool is not worth waking (the AMX form, much faster per step, and the
+// bf16 pair form, Note [bf16 work items], set their own rules: single_thread). The bound was 4M until B could be read in place (Note [B in place] in
 // gemm_packed.cpp); then, on Zen 4 (2026-12-03, medians of 3000 calls, 2 threads against 1), 128^3
 // ran at 151-156 GFLOP/s against 97-100 and 128x64x256 at 104-179 against 95-96 (both with B in
 // place; the packed and bf16 forms were not measured at these sizes). Every element of C is
