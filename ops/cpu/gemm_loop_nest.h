@@ -179,12 +179,13 @@ auto work_scope(const Packing& packing) {
 // by K.
 // Below 1M micro-kernel steps, M N steps(K) (multiply-adds in f32, pairs of them in bf16: ~20 us on
 // one core either way), the pool is not worth waking (the AMX form, much faster per step, and the
-// bf16 pair form, Note [bf16 work items], set their own rules: single_thread). The bound was 4M until B could be read in place (Note [B in place] in
-// gemm_packed.cpp); then, on Zen 4 (2026-12-03, medians of 3000 calls, 2 threads against 1), 128^3
-// ran at 151-156 GFLOP/s against 97-100 and 128x64x256 at 104-179 against 95-96 (both with B in
-// place; the packed and bf16 forms were not measured at these sizes). Every element of C is
-// computed by the same FMAs in the same order whatever the item (the K blocking is fixed), so
-// results do not depend on the number of threads.
+// bf16 pair form, Note [bf16 work items], set their own rules: single_thread). The bound was 4M
+// until B could be read in place (Note [B in place] in gemm_packed.cpp); then, on Zen 4
+// (2026-12-03, medians of 3000 calls, 2 threads against 1), 128^3 ran at 151-156 GFLOP/s against
+// 97-100 and 128x64x256 at 104-179 against 95-96 (both with B in place; the packed and bf16 forms
+// were not measured at these sizes). Every element of C is computed by the same FMAs in the same
+// order whatever the item (the K blocking is fixed), so results do not depend on the number of
+// threads.
 // Note [GEMM pack buffers]: taken from the caching allocator per call (B's panel, where it is
 // packed ahead) and per chunk of work items (A's blocks, and B's micro-panel where it is packed
 // per micro-panel), so steady-state calls reuse cached blocks and never reach the system;
