@@ -151,8 +151,8 @@ void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double
 
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
 // The CPU kernels take f32, f64 and bf16 (f32 accumulation, Note [bf16 convolution]); the
-// "padded grid" algorithm below is f32 only, "direct" f32/f64, and a bf16 input gradient is
-// always "gemm+col2im".
+// "padded grid" algorithm below takes f32 and bf16 (conv2d_grid_takes), "direct" f32/f64 and
+// bf16 forwards; f16 reaches them widened to f32.
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
 // = act(conv + b), activated block by block as the GEMM finishes it.
 // `pack` (may be null): where the f32 GEMM algorithms keep w packed between calls
@@ -164,7 +164,9 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
 // x (N, Cin, H, W), dy (N, Cout, Ho, Wo) -> dw (Cout, Cin/groups, kH, kW).
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw);
 // Which algorithm conv2d's CPU kernels run for g in `pass` on `dtype`, as a short name ("1x1
-// gemm", "im2col+gemm", ...; Note [Conv algorithms] in cpu/conv.cpp), for benchmarks and tests.
+// gemm", "im2col+gemm", ...; Note [Conv algorithms] in cpu/conv.cpp), for benchmarks and tests:
+// for finite operands (a non-finite x or w sends the grid's gradients to im2col + GEMM, Note
+// [Non-finite values on the grid]) and the forward without an activation.
 enum class ConvPass { forward, input_grad, weight_grad };
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype = DType::f32);
 

@@ -55,9 +55,8 @@ void bench_kernels(std::ostream& out, std::ostream& log, const BenchKernelsOptio
     if (rows.empty()) rows = measured;
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].ember_ms = std::min(rows[i].ember_ms, measured[i].ember_ms);
-      if (measured[i].onednn_ms >= 0) {
-        const double best = rows[i].onednn_ms < 0 ? measured[i].onednn_ms : rows[i].onednn_ms;
-        rows[i].onednn_ms = std::min(best, measured[i].onednn_ms);
+      if (measured[i].onednn_ms >= 0 && (rows[i].onednn_ms < 0 || measured[i].onednn_ms <= rows[i].onednn_ms)) {
+        rows[i].onednn_ms = measured[i].onednn_ms;  // the best round's time and what it ran
         rows[i].onednn_implementation = measured[i].onednn_implementation;
       }
     }

@@ -29,10 +29,12 @@ compute_t<T> masked(Act act, compute_t<T> dy, T y, T& dz) {
 }
 
 // Writes dz[i] = act.backward(dy[i], y[i]) (when kWriteDz) for one row of n elements and
-// returns their sum, in 16 independent lanes that the compiler turns into vector adds.
-// Note [Blocks of 16] (ops/cpu/float16_blocks.h): dz may be dy itself (Note [Donated gradients]);
-// a per-element loop stayed scalar for bf16, and its bias+relu backward took 18% of a bf16 MNIST
-// epoch against f32's 7%.
+// returns their sum, in 16 independent lanes: lane j adds the elements i = j mod 16 of the whole
+// blocks in order, then the tail is summed from zero and the lanes added to it in order. On
+// AVX-512 the lanes are one register (Note [Row sums in registers]); the portable loop below is
+// the fallback, in blocks of 16 (Note [Blocks of 16] in ops/cpu/float16_blocks.h: a per-element
+// loop stayed scalar for bf16, and its bias+relu backward took 18% of a bf16 MNIST epoch against
+// f32's 7%). dz may be dy itself (Note [Donated gradients]).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // act.backward(g, y) in 16 lanes: ReLU's as a masked move (y <= 0 ? 0 : g, so a NaN y passes g,
 // Note [NaN through relu]); other activations lane by lane.

@@ -538,6 +538,8 @@ bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
 }  // namespace
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
+  // f16 convolutions reach these kernels widened to f32 (ops/conv.cpp), so they run f32's.
+  if (dtype == DType::f16) dtype = DType::f32;
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, dtype, Activation::none))
     return conv2d_grid_forward_suits(g, dtype) ? "padded grid" : "direct";
@@ -546,7 +548,7 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype
   if (pass == ConvPass::input_grad && use_grid_input_grad(g, dtype)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, dtype)) return "padded grid";
   if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, dtype)) return "direct";
-  if (use_direct(g, pass)) return "direct";
+  if (dtype != DType::bf16 && use_direct(g, pass)) return "direct";  // Note [bf16 convolution]
   return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
 }
 

@@ -73,9 +73,9 @@ bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g, DType dtype = DTy
 // The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 
-// Whether conv2d_grid_input_grad runs g (Note [Strided input gradient as phase forwards]): f32 on
-// AVX-512, grouped, a stride above 1, dilation 1, 1, 2, 4 or a multiple of 8 input channels per
-// group (at most 32), at most 32 output channels per group.
+// Whether conv2d_grid_input_grad runs g (Note [Strided input gradient as phase forwards]): f32 or
+// bf16 (conv2d_grid_takes) on AVX-512, grouped, a stride above 1, dilation 1, 1, 2, 4 or a multiple
+// of 8 input channels per group (at most 32), at most 32 output channels per group.
 bool conv2d_grid_input_grad_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.
 void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);

@@ -117,12 +117,12 @@ Split split_work(int64_t M, const Blocking& blocking, int64_t nc, int threads) {
 }
 
 // The most row blocks for which op(B) is packed per micro-panel (Note [B packed per micro-panel]):
-// two, or every row block of the work-item target where the Packing says so
-// (kBPerMicroPanelUpToTarget, Note [bf16 work items]).
+// as many as threads up to two, or where the Packing says so (kBPerMicroPanelUpToTarget, Note
+// [bf16 work items]) the work-item target up to four, the most that was measured.
 template <class Packing>
 int64_t max_row_blocks_packing_b_per_micro_panel(int threads) {
   if constexpr (requires { Packing::kBPerMicroPanelUpToTarget; })
-    if (Packing::kBPerMicroPanelUpToTarget) return work_items_target<Packing>(threads);
+    if (Packing::kBPerMicroPanelUpToTarget) return std::min<int64_t>(work_items_target<Packing>(threads), 4);
   return std::min(threads, 2);
 }
 
@@ -133,6 +133,12 @@ template <class Packing>
 bool single_thread(int64_t M, int64_t N, int64_t K) {
   if constexpr (requires { Packing::single_thread(M, N, K); }) return Packing::single_thread(M, N, K);
   else return M * N * Packing::steps(K) < (int64_t(1) << 20);
+}
+
+// Whether an M x N x K GEMM of this Packing splits over the pool's threads (run_loop_nest's rule).
+template <class Packing>
+bool splits_over_threads(int64_t M, int64_t N, int64_t K) {
+  return num_threads() > 1 && !in_parallel_region() && !single_thread<Packing>(M, N, K);
 }
 
 // Whether the Packing's op(B) was packed before the call (see the top of this file).
@@ -190,16 +196,17 @@ auto work_scope(const Packing& packing) {
 // packed ahead) and per chunk of work items (A's blocks, and B's micro-panel where it is packed
 // per micro-panel), so steady-state calls reuse cached blocks and never reach the system;
 // thread-local buffers would outlive the allocator at exit.
-// Note [B packed per micro-panel]: where M is cut into one row block, or two on two threads or
-// more (M <= MC on one thread; up to 128 rows on two), or up to the work-item target where the
-// Packing asks (the bf16 pairs: Note [bf16 work items]), op(B)'s panel is not packed ahead: each
-// work item packs the kNR x KC micro-panel of B it is about to use into a buffer of its own and
-// runs all its row tiles on it while it is in L1. A panel packed ahead is reused by every row
-// block, which pays where there are many. With R row blocks on T threads, packing per micro-panel
-// packs R N K values (R N K / T per thread) where packing ahead packs N K: at most twice as many
-// under the bound of two. It saves the parallel_for of the packing (two barriers
-// became one) and the trip of the packed panel through L3 from the thread that packed it to the
-// one that reads it. More row blocks (more threads) were not measured, hence the bound.
+// Note [B packed per micro-panel]: where M is cut into one row block, or two on two threads or more
+// (M <= MC on one thread; up to 128 rows on two), or up to four where the Packing asks (the bf16
+// pairs on two threads: Note [bf16 work items]), op(B)'s panel is not packed ahead: each work item
+// packs the kNR x KC micro-panel of B it is about to use into a buffer of its own and runs all its
+// row tiles on it while it is in L1. A panel packed ahead is reused by every row block, which pays
+// where there are many. With R row blocks, packing per micro-panel packs R N K values where packing
+// ahead packs N K: at most twice as many under the bound of two, four times under the bf16 bound of
+// four (measured faster all the same, Note [bf16 work items]). It saves the parallel_for of the
+// packing (two barriers became one) and the trip of the packed panel through L3 from the thread
+// that packed it to the one that reads it. More row blocks (more threads) were not measured, hence
+// the bounds.
 // Measured on Zen 5 (2026-12-06, `gemmprobe`, medians of 200 calls, alternated, us, panel ahead
 // -> per micro-panel), 2 threads: bf16 32x3136x288 236 -> 125, 64x196x576 53 -> 33, 64x512x784
 // 146 -> 102, 128x3136x256 463 -> 389; f32 with B transposed (packed; untransposed B is read in

@@ -45,8 +45,10 @@ int64_t env_or(const char* name, int64_t derived) {
 // 2026-12-07, `bench ops` under EMBER_GEMM_KC, alternated, % of the FMA peak, 512 vs 384): 2 threads
 // 512^3 91.0/85.4 vs 82.5/82.4, 1024^3 85.0/88.0 vs 83.8/84.7, 2048^3 85.0/85.5 vs 85.3/86.1,
 // 32x3136x288 82.8/80.3 vs 76.3/83.0; one thread 512^3 92.0/91.8 vs 89.9/90.5, 64x196x576
-// 91.8/85.9 vs 84.3/84.3; no f32 row lost beyond noise. The bf16 and AMX blockings still derive
-// from the one-L1 rule, l1_cache_blocking(), the one they were measured against.
+// 91.8/85.9 vs 84.3/84.3; no f32 row lost beyond noise. It binds on every 48 KiB L1, Emerald
+// Rapids' too, where 512 was not measured; MC follows (256 here on 1 MiB of L2, 336 before).
+// The bf16 and AMX blockings still derive from the one-L1 rule, l1_cache_blocking(), the one
+// they were measured against.
 // The MC x KC block of A is reused across the NC / kNR column panels, so it takes half of L2:
 // MC = L2 / 2 / (KC * 4) (384 with 1 MiB and KC 336). The packed panel of B is reused across
 // the MC blocks, so KC x NC floats, a quarter of L3 (shared with the other core and the
@@ -229,9 +231,7 @@ BRows b_rows_override() {
   return rows;
 }
 
-bool b_in_place_pays(int64_t M, int64_t N, int64_t steps, int64_t row_bytes) {
-  // F32Packing's steps(K) is K: its rule on M N steps is the loop nest's for every dot kernel.
-  const bool threaded = num_threads() > 1 && !in_parallel_region() && !single_thread<F32Packing>(M, N, steps);
+bool b_in_place_pays(int64_t M, int64_t row_bytes, bool threaded) {
   if (threaded) return M <= kInPlaceMaxRowsThreaded;
   return M <= kInPlaceMaxRows && row_bytes % kSetAliasingStride != 0;
 }
@@ -273,7 +273,9 @@ void gemm_packed(MicroKernel kernel, const Blocking& blocking, bool trans_a, boo
   }
   if (b_rows == BRows::by_shape) b_rows = b_rows_override();
   if (b_rows == BRows::by_shape)
-    b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
+    b_rows = b_in_place_pays(M, ldb * int64_t(sizeof(float)), splits_over_threads<InPlaceF32Packing>(M, N, K))
+                 ? BRows::in_place
+                 : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{{{A, lda, trans_a}}, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, alpha, beta, C, ldc, act, row_bias, column_bias);
@@ -347,7 +349,9 @@ void gemm_packed_a(const PackedA& a, bool trans_b, int64_t N, const float* B, in
   F32PackingOfA of_a{{nullptr, 0, false}, a.panels.data<float>(), round_up(M, kMR)};
   BRows b_rows = b_rows_override();
   if (b_rows == BRows::by_shape)
-    b_rows = b_in_place_pays(M, N, K, ldb * int64_t(sizeof(float))) ? BRows::in_place : BRows::packed;
+    b_rows = b_in_place_pays(M, ldb * int64_t(sizeof(float)), splits_over_threads<InPlaceF32Packing>(M, N, K))
+                 ? BRows::in_place
+                 : BRows::packed;
   if (!trans_b && b_rows == BRows::in_place) {
     const InPlaceF32Packing packing{of_a, B, ldb};
     return run_loop_nest(packing, kernel, blocking, M, N, K, 1.0f, beta, C, ldc, act, bias.rows, bias.columns);

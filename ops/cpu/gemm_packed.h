@@ -43,9 +43,9 @@ enum class BRows { by_shape, packed, in_place };
 BRows b_rows_override();
 
 // The by_shape choice (Note [B in place] in gemm_packed.cpp): whether reading op(B) = B in place
-// pays for an M x N product of `steps` micro-kernel steps over K (K in f32, its pairs in bf16),
-// whose rows of B are row_bytes apart.
-bool b_in_place_pays(int64_t M, int64_t N, int64_t steps, int64_t row_bytes);
+// pays for a product of M rows of A whose rows of B are row_bytes apart, where the call splits
+// over threads (`threaded`: splits_over_threads, by the Packing's own rule) or not.
+bool b_in_place_pays(int64_t M, int64_t row_bytes, bool threaded);
 
 // The GEMM with an explicit kernel and blocking. Splits C over ember's pool (Note [GEMM
 // threads]); runs on the calling thread inside a parallel_for. Results do not depend on the

@@ -97,22 +97,22 @@ void pack_pairs(const T* data, int64_t ld, bool trans, int64_t r0, int64_t rows,
 
 // What the bf16 forms of the loop nest's Packing (ops/cpu/gemm_loop_nest.h) share: two K values
 // per element, op(A) packed into pairs; they differ in where op(B)'s pairs come from.
-// Note [bf16 work items]: a pair step does twice the f32 step's multiply-adds, so at the f32
-// GEMM's 3 work items per thread (Note [GEMM threads]) a bf16 item is half as long while it packs
-// as much, and op(B)'s panel, packed ahead by all threads where M makes more than two row blocks,
-// crosses L3 to the thread that reads it. On two threads the bf16 GEMM ran 128^3 to 256^3 no
-// faster than on one (256^3: 76 us against 83). With 2 items per thread, and op(B) packed per
-// micro-panel up to that many row blocks, bf16probe (Zen 5, 2026-12-07, 2 threads, medians of 300
-// calls, two alternated rounds, us, before -> after): 192^3 40.4/40.5 -> 32.3/31.9, 256^3
-// 76.6/77.2 -> 56.7/57.3, 384^3 190/190 -> 161/162, 512^3 410/409 -> 365/366, 768^3 1209/1200 ->
-// 1164/1156, 128x3136x256 321/320 -> 306/305, 32x3136x288 89.7/85.4 -> 85.3/81.6; 128^3 and
-// 64x196x576 within noise. One item per thread was faster at 256^3 (52.5) but lost 30% at 768^3
-// (three row blocks of MC on two threads). The f32 GEMM, timed the same way under both rules, did
-// not move beyond noise, so it keeps its own. Even so, two threads lost to one below about 2.5M
-// pair steps (M N K / 2), where the f32 rule (1M steps, Note [GEMM threads]) woke the pool at
-// 1M: one thread against two, us, 128^3 11.4/11.3 vs 14.9/15.2, 144^3 15.6/15.5 vs 19.2/19.0,
-// 160^3 22.0/21.8 vs 23.4/24.1, 176^3 (2.7M) 27.4/27.2 vs 27.4/28.5, 192^3 34.8/34.6 vs
-// 31.7/31.2; hence single_thread below 2.5M.
+// Note [bf16 work items]: a pair step does twice the f32 step's multiply-adds, so at the f32 GEMM's
+// 3 work items per thread (Note [GEMM threads]) a bf16 item is half as long while it packs as much,
+// and op(B)'s panel, packed ahead by all threads where M makes more than two row blocks, crosses L3
+// to the thread that reads it. On two threads the bf16 GEMM ran 128^3 to 256^3 no faster than on
+// one (256^3: 76 us against 83). With 2 items per thread, and op(B) packed per micro-panel up to
+// that many row blocks (four on two threads; at most four on more, which were not measured: Note [B
+// packed per micro-panel]), bf16probe (Zen 5, 2026-12-07, 2 threads, medians of 300 calls, two
+// alternated rounds, us, before -> after): 192^3 40.4/40.5 -> 32.3/31.9, 256^3 76.6/77.2 ->
+// 56.7/57.3, 384^3 190/190 -> 161/162, 512^3 410/409 -> 365/366, 768^3 1209/1200 -> 1164/1156,
+// 128x3136x256 321/320 -> 306/305, 32x3136x288 89.7/85.4 -> 85.3/81.6; 128^3 and 64x196x576 within
+// noise. One item per thread was faster at 256^3 (52.5) but lost 30% at 768^3 (three row blocks of
+// MC on two threads). The f32 GEMM, timed the same way under both rules, did not move beyond noise,
+// so it keeps its own. Even so, two threads lost to one below about 2.5M pair steps (M N K / 2),
+// where the f32 rule (Note [GEMM threads]) woke the pool from 1M: one thread against two, us, 128^3
+// 11.4/11.3 vs 14.9/15.2, 144^3 15.6/15.5 vs 19.2/19.0, 160^3 22.0/21.8 vs 23.4/24.1, 176^3 (2.7M)
+// 27.4/27.2 vs 27.4/28.5, 192^3 34.8/34.6 vs 31.7/31.2; hence single_thread below 2.5M.
 struct Bf16PackingOfA {
   using Packed = Bf16Pair;
   static constexpr int kTileRows = kMR, kTileColumns = kNR;
@@ -175,7 +175,8 @@ void run_dot_loop_nest(Bf16MicroKernel dot, const Bf16PackingOfA& of_a, const Ge
     if (b_rows == BRows::by_shape) b_rows = b_rows_override();
     if (b_rows == BRows::by_shape) {
       const int64_t row_bytes = B.ld * int64_t(sizeof(uint16_t));
-      const bool pays = M <= kBf16InPlaceMaxRows && b_in_place_pays(M, N, Bf16PackingOfA::steps(K), row_bytes);
+      const bool pays = M <= kBf16InPlaceMaxRows &&
+                        b_in_place_pays(M, row_bytes, splits_over_threads<Bf16InPlacePacking>(M, N, K));
       b_rows = pays ? BRows::in_place : BRows::packed;
     }
     if (b_rows == BRows::in_place) {

@@ -411,23 +411,6 @@ TEST_CASE("conv2d's padded-grid passes of ungrouped layers match f64 im2col + GE
   }
 }
 
-// conv2d_algorithm names what each dtype runs (`bench kernels` prints it beside bf16 rows): groups
-// of 4 output channels at stride 1 take the row kernel in f32 but the grid in bf16 (Note [bf16 on
-// the grid]), and f16 never takes the grid.
-TEST_CASE("conv2d_algorithm names the path of the dtype asked for", "[conv][direct]") {
-  const Conv2dGeometry g = conv2d_geometry({2, 8, 10, 10}, {8, 4, 3, 3}, 1, 1, 1, 2);
-  if (!cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::none)) {
-    WARN("this build's CPU path has no padded grid (it needs AVX-512); nothing to name");
-    return;
-  }
-  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::f32)) == "direct");
-  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "direct");  // f32 by default
-  if (cpu::conv2d_grid_takes(DType::bf16))
-    CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::bf16)) == "padded grid");
-  for (cpu::ConvPass pass : {cpu::ConvPass::forward, cpu::ConvPass::input_grad, cpu::ConvPass::weight_grad})
-    CHECK(std::string(cpu::conv2d_algorithm(g, pass, DType::f16)) != "padded grid");
-}
-
 // Note [Weight gradient spans in L1] (ops/cpu/conv_grid_weight_grad_avx512.cpp): an ungrouped
 // layer of 40 or 64 output channels (more than the forward takes on the grid) has its weight
 // gradient on the grid, over planes whose rows span several spans of vectors (40 x 40) and over

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "ember.h"
@@ -191,4 +192,28 @@ TEST_CASE("conv2d's bf16 padded-grid forward carries NaN and infinity as the f32
   }
   CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
   CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
+}
+
+// conv2d_algorithm names what each dtype runs (`bench kernels` prints it beside bf16 rows): groups
+// of 4 output channels at stride 1 take the row kernel in f32 but the grid in bf16 (Note [bf16 on
+// the grid]); the scalar direct input gradient of 3 channels per group is f32's only (Note [bf16
+// convolution]); f16 runs widened to f32, so it runs f32's algorithms.
+TEST_CASE("conv2d_algorithm names the path of the dtype asked for", "[conv][direct]") {
+  const Conv2dGeometry g = conv2d_geometry({2, 8, 10, 10}, {8, 4, 3, 3}, 1, 1, 1, 2);
+  if (!cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::none)) {
+    WARN("this build's CPU path has no padded grid (it needs AVX-512); nothing to name");
+    return;
+  }
+  auto name = [](const Conv2dGeometry& geometry, cpu::ConvPass pass, DType dtype) {
+    return std::string(cpu::conv2d_algorithm(geometry, pass, dtype));
+  };
+  CHECK(name(g, cpu::ConvPass::forward, DType::f32) == "direct");
+  CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "direct");  // f32 by default
+  if (cpu::conv2d_grid_takes(DType::bf16)) CHECK(name(g, cpu::ConvPass::forward, DType::bf16) == "padded grid");
+  const Conv2dGeometry three = conv2d_geometry({2, 6, 20, 20}, {6, 3, 3, 3}, 1, 1, 1, 2);
+  CHECK(name(three, cpu::ConvPass::input_grad, DType::f32) == "direct");
+  CHECK(name(three, cpu::ConvPass::input_grad, DType::bf16) == "gemm+col2im");
+  for (const Conv2dGeometry& geometry : {g, three})
+    for (cpu::ConvPass pass : {cpu::ConvPass::forward, cpu::ConvPass::input_grad, cpu::ConvPass::weight_grad})
+      CHECK(name(geometry, pass, DType::f16) == name(geometry, pass, DType::f32));
 }

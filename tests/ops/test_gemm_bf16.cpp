@@ -309,18 +309,24 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
   };
   // Past the cache blocking in K (odd K in the last block) and skinny sides, all above the 2.5M
   // pair steps (M N K / 2) under which the pair form keeps to one thread (Note [bf16 work items]),
-  // and so above the widened form's 1M steps; the
-  // AMX form (its own rule, AmxPacking::single_thread) splits the first two and keeps the others
-  // on one. cpu::gemm_bf16 runs this CPU's form; the AMX form also runs explicitly, emulated where the
-  // CPU has none, so that its threaded loop nest is checked on every machine.
-  // B packed per micro-panel (Note [B packed per micro-panel]): 120 rows in one row block on one
-  // thread and in two on two; 300 rows in four on two (the pair form's target, Note [bf16 work
-  // items]). 1100 rows make more on two threads (five at the MC of a 1 MiB L2): B packed ahead.
-  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}, {1100, 50, 100}};
+  // and so above the widened form's 1M steps; the AMX form (its own rule, AmxPacking::single_thread)
+  // splits the first two and keeps the others on one. cpu::gemm_bf16 runs this CPU's form; the pair
+  // form (the portable kernel where the CPU has no AVX512-BF16) and the AMX form (emulated where
+  // the CPU has none) also run explicitly where it is not this CPU's, so that their threaded loop
+  // nests are checked on every machine. B packed per micro-panel (Note [B packed per micro-panel])
+  // in the pair form on two threads: 120 rows in two row blocks, 300 in four (the target); four
+  // pair MCs and more make more row blocks: B packed ahead, by both threads (N K >= 64K values).
+  const int64_t ahead = 4 * pair_blocking(bf16_cache_blocking()).mc + 100;
+  const Shape shapes[] = {{300, 260, 1100}, {20, 4200, 130}, {64, 196, 1153}, {120, 300, 700}, {ahead, 700, 100}};
   const Bf16MicroKernel amx = amx_bf16_micro_kernel() ? amx_bf16_micro_kernel() : emulated_amx_bf16_micro_kernel;
+  const Bf16MicroKernel dot = avx512_bf16_micro_kernel() ? avx512_bf16_micro_kernel() : portable_bf16_micro_kernel;
+  enum class Form { default_form, pair, amx };
+  std::vector<Form> forms{Form::default_form, Form::amx};
+  if (default_bf16_kernel().dot == nullptr) forms.push_back(Form::pair);
+  const char* const form_names[] = {"cpu::gemm_bf16", "pair form", "AMX form"};
   for (const Shape& s : shapes) {
     for (int types : {0, 2}) {
-      for (bool amx_form : {false, true}) {
+      for (Form form : forms) {
         const Case t{false, s.M == 20, s.M, s.N, s.K, 1.5f, 0.5f, Activation::relu, 3, types};
         const Operands in(t);
         std::vector<std::vector<float>> results;
@@ -329,15 +335,18 @@ TEST_CASE("cpu::gemm_bf16 on large shapes matches the reference for any thread c
           std::vector<float> c = in.c;
           const cpu::GemmOperand a = in.a.operand(t.a_bf16(), t.lda(), t.ta), b = in.b.operand(t.b_bf16(), t.ldb(), t.tb);
           const cpu::GemmBias<float> bias = in.bias(t);
-          if (amx_form)
+          if (form == Form::amx)
             gemm_packed_bf16({nullptr, nullptr, amx}, amx_cache_blocking(), t.M, t.N, t.K, t.alpha, a, b, t.beta,
                              c.data(), t.ldc(), t.act, bias.rows, bias.columns);
+          else if (form == Form::pair)
+            gemm_packed_bf16({dot, nullptr}, bf16_cache_blocking(), t.M, t.N, t.K, t.alpha, a, b, t.beta, c.data(),
+                             t.ldc(), t.act, bias.rows, bias.columns);
           else
             cpu::gemm_bf16(t.M, t.N, t.K, t.alpha, a, b, t.beta, c.data(), t.ldc(), t.act, bias);
           results.push_back(std::move(c));
         }
         set_num_threads(previous);
-        check_against_reference(t, in, results[0], amx_form ? "AMX form" : "cpu::gemm_bf16");
+        check_against_reference(t, in, results[0], form_names[int(form)]);
         REQUIRE(results[0] == results[1]);  // the K blocking does not depend on the split
       }
     }
