@@ -18,6 +18,7 @@
 #include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/pool_max_2x2.h"
 #include "ops/cpu/pool_max_2x2_avx512.h"
+#include "ops/cpu/pool_max_lanes_avx512.h"
 #include "ops/cpu/window_sums.h"
 #include "ops/kernels.h"
 #include "ops/pool_windows.h"
@@ -103,125 +104,6 @@ void max_plane(const Pool2dGeometry& g, const T* in, T* out, I* idx) {
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// Note [Max pool by lanes]: windows other than 2x2 stride 2 (the ResNet stem's 3x3 stride 2,
-// padding 1) took max_plane one output at a time, with integer divisions to encode each offset:
-// 2.3% of an SE-ResNeXt-50 training step at batch 8 (perf) for that one layer. Here 16 outputs
-// of a row go at once: each tap of the window is a vector of the 16 inputs it reads (padding and
-// lanes past the row's end masked off, read as -inf: they never win), folded by window_max's
-// rule in its order (row by row, replaced on > or NaN), and the winner's code, window offset or
-// plane index, is kept in an int lane. So the maxima and their positions are window_max's, and
-// the lanes start from its initial position, the first cell inside the window. A tap's inputs
-// are one masked load at stride 1, two loads and a permute that keeps the even elements at
-// stride 2, and a gather at other strides; the loads' masks are set up once per block of columns
-// (the block then walks down the plane, which stays in L2), and a stride-2 tap whose 32 elements
-// are all inside the row, every block but a row's first and last, loads them without masks:
-// masked loads were most of the time. Measured (2026-12-06, Zen 5, the stem's pool at batch 8, u8
-// offsets, 2 threads, poolprobe, min of 30): forward 24.2 ms one output at a time, 5.8 ms with a
-// gather per tap, 4.5 ms with masked loads and permutes, 2.1 ms with plain interior loads.
-constexpr int64_t kMaxLaneTaps = 16;  // window widths the lanes take (masks kept per tap)
-
-inline bool lanes_suit(const Pool2dGeometry& g) {
-  return g.in_h * g.in_w < (int64_t(1) << 31) && g.kernel_w <= kMaxLaneTaps;
-}
-
-// Loads of the 16 inputs of one tap for a block of outputs, set up once per block and used for
-// every row of the window: lane i reads row[first + kStride i] (kStride 0: any stride, a gather
-// of `column`), -inf where `valid` is off.
-template <int kStride>
-struct TapLoad {
-  int64_t first;
-  __m512i column;
-  __mmask16 valid, low, high;  // stride 2: the elements first .. first + 31 inside the row
-  bool interior;
-  TapLoad() = default;
-  TapLoad(int64_t first_column, __m512i columns, __mmask16 live_lanes, int64_t W)
-      : first(first_column), column(columns), valid(live_lanes) {
-    auto inside = [&](int64_t from) -> __mmask16 {
-      const int64_t begin = std::clamp<int64_t>(-from, 0, 16), end = std::clamp<int64_t>(W - from, 0, 16);
-      return __mmask16(((1u << end) - 1) & ~((1u << begin) - 1));
-    };
-    low = inside(first);
-    high = inside(first + 16);
-    interior = valid == 0xFFFF && low == 0xFFFF && high == 0xFFFF;
-  }
-  // The address of row[offset], which a masked load may take outside the row (its lanes there
-  // off): computed as an integer, since a pointer outside its array is undefined behaviour.
-  static const float* address(const float* row, int64_t offset) {
-    return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + offset * int64_t(sizeof(float)));
-  }
-  __m512 operator()(const float* row) const {
-    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    if constexpr (kStride == 1) {
-      return _mm512_mask_loadu_ps(neg_inf, valid, address(row, first));
-    } else if constexpr (kStride == 2) {  // lane i keeps element 2 i
-      const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-      if (interior)  // all 32 elements inside the row, every lane live
-        return _mm512_permutex2var_ps(_mm512_loadu_ps(row + first), evens, _mm512_loadu_ps(row + first + 16));
-      const __m512 a = _mm512_mask_loadu_ps(neg_inf, low, address(row, first));
-      const __m512 b = _mm512_mask_loadu_ps(neg_inf, high, address(row, first + 16));
-      return _mm512_mask_mov_ps(neg_inf, valid, _mm512_permutex2var_ps(a, evens, b));
-    } else {
-      return _mm512_mask_i32gather_ps(neg_inf, valid, column, row, 4);
-    }
-  }
-};
-
-template <class Argmax, int kStride>
-void max_plane_in_lanes(const Pool2dGeometry& g, const float* in, float* out, typename Argmax::type* idx) {
-  constexpr bool kOffsets = std::is_same_v<Argmax, WindowOffset>;
-  const FixedSpans rows = row_spans(g);
-  const int64_t W = g.in_w, Wo = g.out_w, kw = g.kernel_w;
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i zero = _mm512_setzero_si512(), width = _mm512_set1_epi32(int32_t(W));
-  TapLoad<kStride> taps[kMaxLaneTaps];
-  for (int64_t ow0 = 0; ow0 < Wo; ow0 += 16) {
-    const __mmask16 live = _mm512_cmplt_epi32_mask(lane, _mm512_set1_epi32(int32_t(std::min<int64_t>(16, Wo - ow0))));
-    // Each lane's window starts at padded column w0 = ow * stride - pad.
-    const int64_t first = ow0 * g.stride_w - g.pad_w;
-    const __m512i w0 = _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(int32_t(g.stride_w))),
-                                        _mm512_set1_epi32(int32_t(first)));
-    for (int64_t k = 0; k < kw; ++k) {
-      const __m512i column = _mm512_add_epi32(w0, _mm512_set1_epi32(int32_t(k)));
-      const __mmask16 valid = live & _mm512_cmpge_epi32_mask(column, zero) & _mm512_cmplt_epi32_mask(column, width);
-      taps[k] = TapLoad<kStride>(first + k, column, valid, W);
-    }
-    const __m512i first_column = _mm512_maskz_max_epi32(0xFFFF, w0, zero);
-    for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      const Span r = rows(oh);
-      const int64_t h0 = oh * g.stride_h - g.pad_h;
-      __m512i arg = kOffsets ? _mm512_add_epi32(_mm512_set1_epi32(int32_t((r.begin - h0) * kw)),
-                                                _mm512_sub_epi32(first_column, w0))
-                             : _mm512_add_epi32(_mm512_set1_epi32(int32_t(r.begin * W)), first_column);
-      __m512 best = _mm512_set1_ps(-INFINITY);
-      for (int64_t h = r.begin; h < r.end; ++h) {
-        const float* row = in + h * W;
-        for (int64_t k = 0; k < kw; ++k) {
-          const __m512 v = taps[k](row);
-          const __mmask16 wins =
-              taps[k].valid & (_mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
-          best = _mm512_mask_mov_ps(best, wins, v);
-          const __m512i code = kOffsets ? _mm512_set1_epi32(int32_t((h - h0) * kw + k))
-                                        : _mm512_add_epi32(_mm512_set1_epi32(int32_t(h * W)), taps[k].column);
-          arg = _mm512_mask_mov_epi32(arg, wins, code);
-        }
-      }
-      _mm512_mask_storeu_ps(out + oh * Wo + ow0, live, best);
-      auto* at = idx + oh * Wo + ow0;
-      if constexpr (kOffsets) {
-        _mm512_mask_cvtepi32_storeu_epi8(at, live, arg);
-      } else {
-        // The zero-masking forms: GCC 12's plain ones take an "undefined" source that
-        // -Wmaybe-uninitialized flags (as in widen_offsets).
-        const __m256i low = _mm512_maskz_extracti64x4_epi64(0xF, arg, 0);
-        const __m256i high = _mm512_maskz_extracti64x4_epi64(0xF, arg, 1);
-        _mm512_mask_storeu_epi64(at, __mmask8(live), _mm512_maskz_cvtepi32_epi64(0xFF, low));
-        _mm512_mask_storeu_epi64(at + 8, __mmask8(live >> 8), _mm512_maskz_cvtepi32_epi64(0xFF, high));
-      }
-    }
-  }
-}
-#endif
 
 template <class T, class Argmax, class I = typename Argmax::type>
 void max_plane_backward(const Pool2dGeometry& g, const T* grad, const I* idx, T* out) {
@@ -274,6 +156,8 @@ void max_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y
       if (lanes_suit(g)) {
         const float* x_plane = xp + p * in_plane;
         if (g.stride_w == 1) return max_plane_in_lanes<Argmax, 1>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
+        if (g.stride_w == 2 && g.kernel_w == 3)
+          return max_plane_in_lanes<Argmax, 2, 3>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
         if (g.stride_w == 2) return max_plane_in_lanes<Argmax, 2>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
         return max_plane_in_lanes<Argmax, 0>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
       }

@@ -196,16 +196,32 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
 // first cell inside a window is its initial position) and rows of one partial block, two whole
 // ones and a partial third included: values, i64 plane indices, and the gradient from max_pool2d's
 // u8 window offsets. Strides 1 and 2 (loads) and 3 (gathers), padded or not, 1 to 7 taps a row.
+// Note [Separable max pool] folds rows, then the rows' results: rows of 300 take several passes of
+// blocks (Note [Max pool rows in order]), a NaN in every third cell puts NaN in several rows of a
+// window and twice in a row of the wider ones, and a window of 18 rows is past the ring of rows
+// and keeps the scalar scan.
 TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
   struct Case {
     IntPair kernel, stride, padding;
   };
-  for (const Shape& xs : {Shape{2, 3, 11, 13}, Shape{1, 2, 9, 70}, Shape{1, 1, 5, 32}}) {
-    const Tensor x = tie_heavy(xs, uint64_t(xs[3]));
-    for (Case c : {Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2}, Case{1, 1, 0},
-                   Case{3, 3, 0}, Case{3, 3, 1}, Case{{3, 5}, {2, 3}, {1, 2}}, Case{{2, 7}, 1, {1, 3}}}) {
-      INFO(shape_str(xs) << " kernel " << c.kernel.h << "x" << c.kernel.w << " stride " << c.stride.h << "x"
-                         << c.stride.w << " padding " << c.padding.h << "x" << c.padding.w);
+  struct Input {
+    Shape shape;
+    int64_t nan_every;  // 0: tie_heavy's NaN alone
+  };
+  for (const Input& input : {Input{{2, 3, 11, 13}, 0}, Input{{1, 2, 9, 70}, 0}, Input{{1, 1, 5, 32}, 0},
+                             Input{{1, 2, 19, 300}, 0}, Input{{1, 1, 19, 300}, 3}}) {
+    const Shape& xs = input.shape;
+    Tensor x = tie_heavy(xs, uint64_t(xs[3]));
+    for (int64_t i = 1; input.nan_every > 0 && i < x.numel(); i += input.nan_every)
+      x.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<Case> cases{Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2},
+                            Case{1, 1, 0}, Case{3, 3, 0}, Case{3, 3, 1}, Case{{3, 5}, {2, 3}, {1, 2}},
+                            Case{{2, 7}, 1, {1, 3}}};
+    if (xs[2] >= 18) cases.push_back(Case{{18, 3}, {1, 2}, {0, 1}});
+    for (Case c : cases) {
+      INFO(shape_str(xs) << " NaN every " << input.nan_every << " kernel " << c.kernel.h << "x" << c.kernel.w
+                         << " stride " << c.stride.h << "x" << c.stride.w << " padding " << c.padding.h << "x"
+                         << c.padding.w);
       const Tensor x32 = x.detach().requires_grad_(), x64 = x.to(DType::f64).detach().requires_grad_();
       auto [y32, i32] = max_pool2d_with_indices(x32, c.kernel, c.stride, c.padding);
       auto [y64, i64] = max_pool2d_with_indices(x64.detach(), c.kernel, c.stride, c.padding);
