@@ -155,14 +155,16 @@ void max_forward_typed(const Pool2dGeometry& g, const Tensor& x, const Tensor& y
       return max_plane_2x2<T, Argmax>(xp + p * in_plane, yp + p * out_plane, ip + p * out_plane, g.in_w, g.out_h,
                                       g.out_w);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-    if constexpr (std::is_same_v<T, float>) {
-      if (lanes_suit(g)) {
-        const float* x_plane = xp + p * in_plane;
-        if (g.stride_w == 1) return max_plane_in_lanes<Argmax, 1>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (lanes_suit<T>(g)) {  // Note [Max pool by lanes]
+        const T* x_plane = xp + p * in_plane;
+        T* y_plane = yp + p * out_plane;
+        I* i_plane = ip + p * out_plane;
+        if (g.stride_w == 1) return max_plane_in_lanes<T, Argmax, 1>(g, x_plane, y_plane, i_plane);
         if (g.stride_w == 2 && g.kernel_w == 3)
-          return max_plane_in_lanes<Argmax, 2, 3>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
-        if (g.stride_w == 2) return max_plane_in_lanes<Argmax, 2>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
-        return max_plane_in_lanes<Argmax, 0>(g, x_plane, yp + p * out_plane, ip + p * out_plane);
+          return max_plane_in_lanes<T, Argmax, 2, 3>(g, x_plane, y_plane, i_plane);
+        if (g.stride_w == 2) return max_plane_in_lanes<T, Argmax, 2>(g, x_plane, y_plane, i_plane);
+        if constexpr (std::is_same_v<T, float>) return max_plane_in_lanes<T, Argmax, 0>(g, x_plane, y_plane, i_plane);
       }
     }
 #endif

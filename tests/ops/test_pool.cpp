@@ -131,6 +131,23 @@ Tensor tie_heavy(const Shape& shape, uint64_t seed) {
   return x;
 }
 
+// The bits of a contiguous bf16 or f16 tensor's elements, and setting them.
+std::vector<uint16_t> bits_of(const Tensor& t) {
+  std::vector<uint16_t> bits(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    bits[size_t(i)] = t.dtype() == DType::bf16 ? t.data<BFloat16>()[i].bits : t.data<Half>()[i].bits;
+  return bits;
+}
+void set_bits(const Tensor& t, const std::vector<uint16_t>& bits) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.dtype() == DType::bf16) t.data<BFloat16>()[i].bits = bits[size_t(i)];
+    else t.data<Half>()[i].bits = bits[size_t(i)];
+}
+// A NaN's bits with payload i: the exponent all ones and a nonzero fraction.
+uint16_t nan_bits(DType dt, size_t i) {
+  return dt == DType::bf16 ? uint16_t(0x7F80 | (i % 127 + 1)) : uint16_t(0x7C00 | (i % 1023 + 1));
+}
+
 void check_same(const std::vector<double>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -233,6 +250,27 @@ TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
       max_pool2d(x64, c.kernel, c.stride, c.padding).backward(dy.to(DType::f64));
       check_same(x32.grad().to(DType::f64).contiguous().to_vector<double>(),
                  x64.grad().contiguous().to_vector<double>());
+      // bf16 and f16 (in lanes at strides 1 and 2, the scalar scan at 3): the cells the f32 pass
+      // picks on the same values, each output the bits of the input it names, NaN payloads and
+      // signalling NaN included.
+      for (DType dt : {DType::bf16, DType::f16}) {
+        INFO(dtype_name(dt));
+        const Tensor x16 = x.to(dt);
+        std::vector<uint16_t> in = bits_of(x16);
+        for (size_t i = 0; i < in.size(); ++i)  // 0x7F81.. / 0x7C01..: signalling where the quiet bit is 0
+          if (std::isnan(x.data<float>()[i])) in[i] = uint16_t((i % 2 ? 0x8000 : 0) | nan_bits(dt, i));
+        set_bits(x16, in);
+        auto [y16, i16] = max_pool2d_with_indices(x16, c.kernel, c.stride, c.padding);
+        auto [yw, iw] = max_pool2d_with_indices(x16.to(DType::f32), c.kernel, c.stride, c.padding);
+        const std::vector<int64_t> at = i16.to_vector<int64_t>();
+        CHECK(at == iw.to_vector<int64_t>());
+        const std::vector<uint16_t> out = bits_of(y16);
+        const int64_t out_plane = y16.size(2) * y16.size(3), in_plane = xs[2] * xs[3];
+        for (size_t o = 0; o < out.size(); ++o) {
+          INFO("output " << o);
+          REQUIRE(out[o] == in[size_t(int64_t(o) / out_plane * in_plane + at[o])]);
+        }
+      }
     }
   }
 }
