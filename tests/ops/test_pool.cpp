@@ -208,16 +208,16 @@ TEST_CASE("max_pool2d: blocked 2x2 and native 16-bit passes equal pooling by def
   }
 }
 
-// Note [Max pool by lanes]: f32 windows other than 2x2 stride 2 run 16 outputs at a time on
-// AVX-512; f64 keeps the scalar scan. Both must pick the same cells, padded windows (where the
-// first cell inside a window is its initial position) and rows of one partial block, two whole
-// ones and a partial third included: values, i64 plane indices, and the gradient from max_pool2d's
-// u8 window offsets. Strides 1 and 2 (loads) and 3 (gathers), padded or not, 1 to 7 taps a row.
-// Note [Separable max pool] folds rows, then the rows' results: rows of 300 take several passes of
-// blocks (Note [Max pool rows in order]), a NaN in every third cell puts NaN in several rows of a
-// window and twice in a row of the wider ones, and a window of 18 rows is past the ring of rows
-// and keeps the scalar scan.
-TEST_CASE("max_pool2d: f32 windows in lanes equal the f64 scan", "[pool]") {
+// Note [Max pool by lanes]: windows other than 2x2 stride 2 run 16 outputs at a time on AVX-512
+// (f32, bf16 and f16); f64 keeps the scalar scan. Both must pick the same cells, padded windows
+// (where the first cell inside a window is its initial position) and rows of one partial block, two
+// whole ones and a partial third included: values, i64 plane indices, and the gradient from
+// max_pool2d's u8 window offsets. Strides 1 and 2 (loads) and 3 (gathers), padded or not, 1 to 7
+// taps a row. Note [Separable max pool] folds rows, then the rows' results: rows of 300 take
+// several passes of blocks (Note [Max pool rows in order]), a NaN in every third cell puts NaN in
+// several rows of a window and twice in a row of the wider ones, and a window of 18 rows is past
+// the ring of rows and keeps the scalar scan.
+TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inputs' bits", "[pool]") {
   struct Case {
     IntPair kernel, stride, padding;
   };
