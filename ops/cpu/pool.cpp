@@ -104,7 +104,6 @@ void max_plane(const Pool2dGeometry& g, const T* in, T* out, I* idx) {
   }
 }
 
-
 template <class T, class Argmax, class I = typename Argmax::type>
 void max_plane_backward(const Pool2dGeometry& g, const T* grad, const I* idx, T* out) {
   std::fill(out, out + g.in_h * g.in_w, T(0));

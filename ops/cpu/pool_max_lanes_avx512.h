@@ -6,24 +6,27 @@
 // 2 along rows in bf16 and f16; used by ops/cpu/pool.cpp. 16-bit elements move as their bits in
 // 32-bit lanes, widened to f32 only to be compared (PoolLanes), so the maxima are the inputs' bits.
 //
-// Note [Max pool by lanes]: one output at a time with integer divisions to encode each offset, the
+// Note [Max pool by lanes]: one output at a time, with integer divisions to encode each offset, the
 // stem's pool took 2.3% of an SE-ResNeXt-50 training step at batch 8 (perf). Here 16 outputs of a
 // row go at once: each tap of a window row is a vector of the 16 inputs it reads (padding and lanes
 // past the row's end masked off, read as -inf: they never win), and the winner's code is kept in an
-// int lane. A tap's inputs are one masked load at stride 1, two loads and a permute that keeps the
-// even elements at stride 2, and a gather at other strides; the loads' masks are set up once per
-// block of columns and used for every input row, and a stride-2 tap whose 32 elements are all
-// inside the row loads them without masks. bf16 and f16 took the scalar scan until 2026-12-07 (the
-// stem's pool at batch 8 in bf16, poolprobe, 2 threads, three alternated runs: 31.7-32.1 ms,
-// against 0.95-0.98 in lanes; f32 there 1.18-1.21): a 16-bit stride-2 tap is one load, its even
-// elements the low halves of the 32-bit lanes.
-// Note [Separable max pool]: the windows of a block share input rows (3 of 2 at the stem's stride
-// 2, all but one at stride 1), so each input row is reduced across its taps once, into a ring of
-// row maxima, and an output row folds the maxima of its window's rows. window_max's rule (scan row
-// by row, replace on > or NaN) is a fold whose result is a window's last NaN if it holds one, else
-// its first maximum; folding the rows' own results by the same rule gives the same cell, so the
-// maxima and positions are window_max's bit for bit, and an all -inf window keeps its first cell
-// inside, where every row's fold starts. Measured in Note [Max pool rows in order].
+// int lane. A tap's inputs are one load at stride 1, two loads and a permute that keeps the even
+// elements at stride 2 (one load in 16 bits), and a gather at other strides (f32 only); the loads'
+// masks are set up once per block of columns and used for every input row, and a tap whose elements
+// are all inside the row loads them without masks. Measured (2026-12-06, Zen 5, the stem's pool at
+// batch 8, u8 offsets, 2 threads, poolprobe, min of 30): forward 24.2 ms one output at a time, 5.8
+// ms with a gather per tap, 4.5 ms with masked loads and permutes, 2.1 ms with plain interior
+// loads; then (2026-12-07) f32 taps at stride 1 with every lane inside the row load without a mask
+// too: 3x3 stride 1 on 8x64x56x56, 537-571 -> 469-512 us. bf16 and f16 took the scalar scan until
+// 2026-12-07 (the same pool in bf16, poolprobe, 2 threads, three alternated runs: 31.7-32.1 ms,
+// against 0.95-0.98 in lanes; f32 there 1.18-1.21).
+// Note [Separable max pool]: consecutive windows share input rows (one of three at the stem's
+// stride 2, two at stride 1), so each input row is reduced across its taps once, into a ring of row
+// maxima, and an output row folds the maxima of its window's rows. window_max's rule (scan row by
+// row, replace on > or NaN) is a fold whose result is a window's last NaN if it holds one, else its
+// first maximum; folding the rows' own results by the same rule gives the same cell, so the maxima
+// and positions are window_max's bit for bit, and an all -inf window keeps its first cell inside,
+// where every row's fold starts. Measured in Note [Max pool rows in order].
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -31,7 +34,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -68,8 +70,8 @@ struct TapLoad {
   __mmask16 valid, low, high;  // stride 2: the elements first .. first + 31 inside the row
   bool interior;
   TapLoad() = default;
-  TapLoad(int64_t first_column, __m512i columns, __mmask16 live_lanes, int64_t W)
-      : first(first_column), column(columns), valid(live_lanes) {
+  TapLoad(int64_t first_column, __m512i columns, __mmask16 valid_lanes, int64_t W)
+      : first(first_column), column(columns), valid(valid_lanes) {
     auto inside = [&](int64_t from) -> __mmask16 {
       const int64_t begin = std::clamp<int64_t>(-from, 0, 16), end = std::clamp<int64_t>(W - from, 0, 16);
       return __mmask16(((1u << end) - 1) & ~((1u << begin) - 1));
@@ -99,6 +101,7 @@ struct TapLoad {
         return _mm512_mask_mov_epi32(neg_inf, valid, _mm512_and_si512(pairs, low_halves));
       }
     } else if constexpr (kStride == 1) {
+      if (valid == 0xFFFF) return _mm512_loadu_si512(row + first);
       return _mm512_mask_loadu_epi32(neg_inf, valid, address(row, first));
     } else if constexpr (kStride == 2) {  // lane i keeps element 2 i
       const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -231,7 +234,8 @@ void max_plane_in_lanes(const Pool2dGeometry& g, const T* in, T* out, typename A
         for (int64_t h = r.begin + 1; h < r.end; ++h) best.fold(row(h));
         const int64_t at = oh * Wo + blocks[b].ow0;
         const __mmask16 live = blocks[b].live;
-        // Note [Pool lanes to memory]: whole blocks unmasked, offsets narrowed in registers.
+        // Note [Pool lanes to memory]: values and u8 offsets of whole blocks unmasked, offsets
+        // narrowed in registers; i64 indices (no training path keeps them) under masks.
         PoolLanes<T>::store(live, out + at, best.result_bits());
         if constexpr (kOffsets) {
           store_offsets(live, idx + at, best.code);
@@ -241,7 +245,8 @@ void max_plane_in_lanes(const Pool2dGeometry& g, const T* in, T* out, typename A
           const __m256i low = _mm512_maskz_extracti64x4_epi64(0xF, best.code, 0);
           const __m256i high = _mm512_maskz_extracti64x4_epi64(0xF, best.code, 1);
           _mm512_mask_storeu_epi64(idx + at, __mmask8(live), _mm512_maskz_cvtepi32_epi64(0xFF, low));
-          _mm512_mask_storeu_epi64(idx + at + 8, __mmask8(live >> 8), _mm512_maskz_cvtepi32_epi64(0xFF, high));
+          if (live >> 8)  // else idx + at + 8 may lie past the plane's end
+            _mm512_mask_storeu_epi64(idx + at + 8, __mmask8(live >> 8), _mm512_maskz_cvtepi32_epi64(0xFF, high));
         }
       }
     }

@@ -234,7 +234,11 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
     std::vector<Case> cases{Case{3, 2, 1}, Case{3, 1, 1}, Case{{2, 3}, {1, 2}, 1}, Case{{5, 4}, {3, 2}, 2},
                             Case{1, 1, 0}, Case{3, 3, 0}, Case{3, 3, 1}, Case{{3, 5}, {2, 3}, {1, 2}},
                             Case{{2, 7}, 1, {1, 3}}};
-    if (xs[2] >= 18) cases.push_back(Case{{18, 3}, {1, 2}, {0, 1}});
+    if (xs[2] >= 18) {  // the ring of 16 rows wrapping under 16-row windows, 16-wide windows, 18 rows: the scan
+      cases.push_back(Case{{16, 3}, {1, 2}, {8, 1}});
+      cases.push_back(Case{{3, 16}, 1, {1, 8}});
+      cases.push_back(Case{{18, 3}, {1, 2}, {0, 1}});
+    }
     for (Case c : cases) {
       INFO(shape_str(xs) << " NaN every " << input.nan_every << " kernel " << c.kernel.h << "x" << c.kernel.w
                          << " stride " << c.stride.h << "x" << c.stride.w << " padding " << c.padding.h << "x"
@@ -250,9 +254,10 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
       max_pool2d(x64, c.kernel, c.stride, c.padding).backward(dy.to(DType::f64));
       check_same(x32.grad().to(DType::f64).contiguous().to_vector<double>(),
                  x64.grad().contiguous().to_vector<double>());
-      // bf16 and f16 (in lanes at strides 1 and 2, the scalar scan at 3): the cells the f32 pass
-      // picks on the same values, each output the bits of the input it names, NaN payloads and
-      // signalling NaN included.
+      // bf16 and f16 (in lanes at strides 1 and 2, the scalar scan at 3): the f64 scan's cells on
+      // the same values (tie_heavy's are exact in 16 bits), each output the bits of the input it
+      // names, NaN payloads and signalling NaN included, and the gradient from max_pool2d's u8
+      // window offsets (the training path) the f64 one rounded to dt.
       for (DType dt : {DType::bf16, DType::f16}) {
         INFO(dtype_name(dt));
         const Tensor x16 = x.to(dt);
@@ -261,9 +266,12 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
           if (std::isnan(x.data<float>()[i])) in[i] = uint16_t((i % 2 ? 0x8000 : 0) | nan_bits(dt, i));
         set_bits(x16, in);
         auto [y16, i16] = max_pool2d_with_indices(x16, c.kernel, c.stride, c.padding);
-        auto [yw, iw] = max_pool2d_with_indices(x16.to(DType::f32), c.kernel, c.stride, c.padding);
         const std::vector<int64_t> at = i16.to_vector<int64_t>();
-        CHECK(at == iw.to_vector<int64_t>());
+        CHECK(at == i64.to_vector<int64_t>());
+        const Tensor a = x16.detach().requires_grad_();
+        max_pool2d(a, c.kernel, c.stride, c.padding).backward(dy.to(dt));
+        check_same(a.grad().to(DType::f64).contiguous().to_vector<double>(),  // sums rounded once to dt
+                   x64.grad().to(dt).to(DType::f64).contiguous().to_vector<double>());
         const std::vector<uint16_t> out = bits_of(y16);
         const int64_t out_plane = y16.size(2) * y16.size(3), in_plane = xs[2] * xs[3];
         for (size_t o = 0; o < out.size(); ++o) {
