@@ -112,8 +112,9 @@ void max_plane_backward(const Pool2dGeometry& g, const T* grad, const I* idx, T*
     // of kernel_h x kernel_w steps instead of a division and a remainder per output (the stem's
     // 3x3 pool at batch 8, `bench ops`: 4.3-4.8 -> 1.9-2.1 ms on one thread). Gathering instead,
     // 16 cells of an input row at a time from the windows that hold them (permutes of the output
-    // row, a compare with each window's offset), was 2-2.8x slower there (2026-12-07, Zen 5): a
-    // stride-2 window's four inputs each took about three masked terms, for one scatter here.
+    // row, a compare with each window's offset), was 2-2.8x slower there (2026-12-07, Zen 5): at
+    // stride 2 there are four inputs per output, and each took about three masked terms (permute,
+    // compare, add) where this loop does one add per output.
     int64_t step[kMaxPoolWindowOffsetCells];
     for (int64_t v = 0; v < g.kernel_h * g.kernel_w; ++v) step[v] = v / g.kernel_w * g.in_w + v % g.kernel_w;
     for (int64_t oh = 0; oh < g.out_h; ++oh) {
