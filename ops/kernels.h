@@ -198,6 +198,10 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
 // dy, indices (planes, Ho, Wo) -> dx (planes, H, W): dx[p, indices[p, i]] += dy[p, i] (indices
 // in either of the forward's encodings).
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx);
+// Whether max_pool2d_backward sums a `dtype` (bf16, f16) gradient's overlapping windows in f32
+// and rounds each dx element once, as widening dy to f32 would; where it does not, it adds in
+// `dtype` and the op widens instead (Note [Native 16-bit max pooling] in ops/pool.cpp).
+bool max_pool2d_backward_sums_in_f32(const Pool2dGeometry& g, DType dtype, DType indices);
 // x (planes, H, W) -> y (planes, Ho, Wo): window means; the divisor counts padding cells when
 // count_include_pad (but never cells past the padded border).
 void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& x, const Tensor& y);

@@ -66,16 +66,22 @@ Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<In
 // and f16 directly (comparing in float) and return what widening to f32 and rounding back would,
 // without the two conversion passes. Their backward is native too when the windows do not
 // overlap (stride >= kernel): every input element then receives at most one gradient, exactly.
-// Overlapping windows sum gradients, which must happen in f32 and round once, so that case, and
-// every 16-bit case on cuda, takes the widening fallback (Note [Reduced-precision fallback]).
+// Overlapping windows sum gradients, which must happen in f32 and round once: the CPU kernel does
+// so natively for the stem's bf16 3x3 stride-2 windows (Note [Max pool 3x3 backward by rows] in
+// ops/cpu/pool_max_3x3_backward_avx512.h); the other overlapping cases, and every 16-bit case on
+// cuda, take the widening fallback (Note [Reduced-precision fallback]).
 namespace {
 bool native_16bit_max_pool(const Tensor& t) { return t.device().is_cpu(); }
 bool windows_overlap(const Pool2dGeometry& g) { return g.stride_h < g.kernel_h || g.stride_w < g.kernel_w; }
+bool native_16bit_max_pool_backward(const Tensor& dy, const Tensor& indices, const Pool2dGeometry& g) {
+  return native_16bit_max_pool(dy) &&
+         (!windows_overlap(g) || cpu::max_pool2d_backward_sums_in_f32(g, dy.dtype(), indices.dtype()));
+}
 
 // dL/dx from dy and the forward's indices (i64 plane indices or u8 window offsets).
 Tensor max_pool2d_backward_of(const Tensor& dy, const Tensor& indices, const Shape& input_shape,
                               const Pool2dGeometry& g) {
-  if (is_reduced_float(dy.dtype()) && (!native_16bit_max_pool(dy) || windows_overlap(g)))
+  if (is_reduced_float(dy.dtype()) && !native_16bit_max_pool_backward(dy, indices, g))
     return narrowed(max_pool2d_backward_of(widened(dy), indices, input_shape, g), dy.dtype());
   check_grad_shape(dy, with_plane(input_shape, g.out_h, g.out_w), "max_pool2d_backward");
   Tensor dx = Tensor::empty(input_shape, dy.options());

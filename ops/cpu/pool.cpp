@@ -18,6 +18,7 @@
 #include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/pool_max_2x2.h"
 #include "ops/cpu/pool_max_2x2_avx512.h"
+#include "ops/cpu/pool_max_3x3_backward_avx512.h"
 #include "ops/cpu/pool_max_lanes_avx512.h"
 #include "ops/cpu/window_sums.h"
 #include "ops/kernels.h"
@@ -114,7 +115,8 @@ void max_plane_backward(const Pool2dGeometry& g, const T* grad, const I* idx, T*
     // 16 cells of an input row at a time from the windows that hold them (permutes of the output
     // row, a compare with each window's offset), was 2-2.8x slower there (2026-12-07, Zen 5): at
     // stride 2 there are four inputs per output, and each took about three masked terms (permute,
-    // compare, add) where this loop does one add per output.
+    // compare, add) where this loop does one add per output. The stem's windows (3x3, stride 2,
+    // padding 1) now take whole rows of terms instead (Note [Max pool 3x3 backward by rows]).
     int64_t step[kMaxPoolWindowOffsetCells];
     for (int64_t v = 0; v < g.kernel_h * g.kernel_w; ++v) step[v] = v / g.kernel_w * g.in_w + v % g.kernel_w;
     for (int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -189,6 +191,12 @@ void max_backward_typed(const Pool2dGeometry& g, const Tensor& dy, const Tensor&
         max_planes_2x2_backward_in_registers(dyp + p * out_plane, ip + p * out_plane, count, g.in_h, g.in_w,
                                              dxp + p * in_plane);
       });
+    if constexpr (kRowsBackward<T>)
+      if (is_3x3_stride_2_pad_1(g))  // Note [Max pool 3x3 backward by rows]
+        return for_each_plane(g.planes, in_plane, [&](int64_t p) {
+          max_plane_3x3_backward_in_registers(dyp + p * out_plane, ip + p * out_plane, g.in_h, g.in_w,
+                                              dxp + p * in_plane);
+        });
   }
 #endif
   for_each_plane(g.planes, in_plane, [&](int64_t p) {
@@ -232,6 +240,14 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor
     dispatch_argmax(g, indices, "max_pool2d_backward",
                     [&]<class Argmax>(TypeTag<Argmax>) { max_backward_typed<T, Argmax>(g, dy, indices, dx); });
   });
+}
+
+bool max_pool2d_backward_sums_in_f32(const Pool2dGeometry& g, DType dtype, DType indices) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  return dtype == DType::bf16 && indices == DType::u8 && is_3x3_stride_2_pad_1(g);  // Note [Max pool 3x3 backward by rows]
+#else
+  return false;
+#endif
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& x, const Tensor& y) {

@@ -2,7 +2,9 @@
 // has their PyTorch values, gradients, gradchecks and non-contiguous inputs): max_pool2d's
 // indices against PyTorch, hand-checked values, NaN and padding, overlapping windows, the CPU's
 // window offsets, errors.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -278,6 +280,41 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
           INFO("output " << o);
           REQUIRE(out[o] == in[size_t(int64_t(o) / out_plane * in_plane + at[o])]);
         }
+      }
+    }
+  }
+}
+
+// Note [Max pool 3x3 backward by rows]: the stem's 3x3 stride-2 windows with padding 1 take their
+// gradient from u8 window offsets a row of input at a time. In f32 it must have the bits of the
+// scatter that plane indices take (adds in output order from +0), and in bf16 and f16 those of
+// that f32 scatter rounded once (bf16 natively, f16 widened by the op), so the gradients here are
+// not exact in any order: randn, with -0 and NaNs among them. Ties make neighbouring windows pick
+// the same cell (two and four windows share the odd rows' and columns' cells). Shapes: one cell;
+// one output row and column, odd and even; 17 outputs a row (a block of 16 and one of 1), 32 (two
+// whole blocks), 31 outputs of a 61-wide row.
+TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's bits", "[pool]") {
+  for (const Shape& xs : {Shape{1, 1, 1, 1}, Shape{1, 2, 2, 3}, Shape{2, 3, 5, 33}, Shape{1, 1, 6, 64},
+                          Shape{1, 2, 7, 61}, Shape{2, 2, 24, 40}}) {
+    const Tensor x32 = tie_heavy(xs, uint64_t(xs[2] * 100 + xs[3]));
+    Generator gen{uint64_t(xs[3])};
+    Tensor dy = randn({xs[0], xs[1], (xs[2] - 1) / 2 + 1, (xs[3] - 1) / 2 + 1}, {}, &gen);
+    for (int64_t i = 0; i < dy.numel(); i += 7) dy.data<float>()[i] = -0.0f;
+    for (int64_t i = 3; i < dy.numel(); i += 29) dy.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      INFO(shape_str(xs) << " " << dtype_name(dt));
+      const Tensor dy_dt = dy.to(dt), a = x32.to(dt).detach().requires_grad_();
+      max_pool2d(a, 3, 2, 1).backward(dy_dt);
+      const Tensor b = x32.detach().requires_grad_();  // i64 plane indices: the scatter, in f32
+      max_pool2d_with_indices(b, 3, 2, 1).values.backward(dy_dt.to(DType::f32));
+      if (dt == DType::f32) {
+        const std::vector<float> got = a.grad().to_vector<float>(), want = b.grad().to_vector<float>();
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("element " << i << ": " << got[i] << " against " << want[i]);
+          REQUIRE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
+        }
+      } else {
+        CHECK(bits_of(a.grad()) == bits_of(b.grad().to(dt)));
       }
     }
   }
