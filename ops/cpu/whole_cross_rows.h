@@ -40,8 +40,9 @@ inline constexpr int64_t kWaveBlocks = 2;  // blocks per wave: one per core on t
 // packing outweighs the GEMM it saves. ArcFace at 10,000 classes of dim 512 in blocks of 16 rows
 // took 87-90 ms per forward + backward against 73-79 streamed (lossprobe, 2 threads, alternated).
 inline constexpr int64_t kMinWholeRowBlock = 32;
-// Rows of dB per GEMM of a dB part (Note [dB in chunks]).
+// Rows of dB per GEMM of a dB part, and values of S per GEMM of a block's dA (Note [dB in chunks]).
 inline constexpr int64_t kGradientChunkRows = 128;
+inline constexpr int64_t kGradientChunkValues = 16 * 1024;
 
 // Whether blocks of kMinWholeRowBlock rows of N values fit tiles.whole_rows values.
 inline bool fits_whole_rows(int64_t N, const PairTiles& tiles) { return N * kMinWholeRowBlock <= tiles.whole_rows; }
@@ -72,6 +73,14 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // times per part at 1,024 classes. In f32 every element of dB gets the same FMAs in the same
 // order as unchunked; in f64 (Eigen) the chunks may round differently, but they are fixed by N,
 // so the sums still do not depend on the thread count.
+// A block's dA = W B packs its A, the block's rows of S, in the GEMM's KC blocks (512 columns on a
+// 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128 KiB per thread, held by both threads
+// at once at the pass's peak (2.04 MiB extra in `bench losses`, against the 2). In chunks
+// of kGradientChunkValues values of S (columns: that over the block's rows) it packs at most 64
+// KiB of f32; each chunk after the first adds to dA (beta 1), so the sums are fixed by N and the
+// block size, not by the thread count. ArcFace's blocks of 32 rows take chunks of 512 columns, the
+// GEMM's own KC here (chunks of 256 made it 5% slower; lossprobe, alternated); ProxyAnchor's
+// blocks of 64 take 256, which left its time as it was and its peak at 1.91 MiB.
 //
 // A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D), each null where that gradient is not
 // wanted: dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S
@@ -112,7 +121,11 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
           for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
-          if (dA && r0 < r1) gemm<T>(false, false, r1 - r0, D, N, T(1), s, N, B, D, T(0), dA + r0 * D, D);
+          // Note [dB in chunks]; one GEMM where N is 0 (it writes dA's zeros).
+          const int64_t chunk = std::max<int64_t>(1, kGradientChunkValues / block);
+          for (int64_t k0 = 0; dA && r0 < r1 && (k0 == 0 || k0 < N); k0 += chunk)
+            gemm<T>(false, false, r1 - r0, D, std::min(chunk, N - k0), T(1), s + k0, N, B + k0 * D, D, T(k0 > 0 ? 1 : 0),
+                    dA + r0 * D, D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
