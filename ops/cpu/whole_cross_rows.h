@@ -124,8 +124,8 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           // Note [dB in chunks]; one GEMM where N is 0 (it writes dA's zeros).
           const int64_t chunk = std::max<int64_t>(1, kGradientChunkValues / block);
           for (int64_t k0 = 0; dA && r0 < r1 && (k0 == 0 || k0 < N); k0 += chunk)
-            gemm<T>(false, false, r1 - r0, D, std::min(chunk, N - k0), T(1), s + k0, N, B + k0 * D, D, T(k0 > 0 ? 1 : 0),
-                    dA + r0 * D, D);
+            gemm<T>(false, false, r1 - r0, D, std::min(chunk, N - k0), T(1), s + k0, N, B + k0 * D, D,
+                    T(k0 > 0 ? 1 : 0), dA + r0 * D, D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
