@@ -4,24 +4,26 @@
 //   each input the sum of the gradients of the windows that picked it, +0 elsewhere, summed in
 //   f32 (bf16: rounded once); Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1 (>= 1), so every input
 //   lies in a window.
-// Used by ops/cpu/pool.cpp; other windows, i64 plane indices and f16 keep max_plane_backward's
-// scatter (and the op widens 16-bit gradients of other overlapping windows to f32).
+// Used by ops/cpu/pool.cpp on AVX-512 builds; other windows, i64 plane indices, f16 and f64 keep
+// max_plane_backward's scatter (the op widens f16 gradients of these windows to f32, which then
+// come here, and 16-bit gradients of other overlapping windows).
 //
 // Note [Max pool 3x3 backward by rows]: the scatter clears the plane and then adds each output's
-// gradient to its cell, one output at a time: a load, an add and a store per output, each
-// waiting on the last where neighbouring windows picked the same cell, and the plane written
-// twice. At stride 2 the cells of a window fall on fixed parities: output (oh, ow)'s rows are
-// 2 oh - 1, 2 oh and 2 oh + 1 and its columns 2 ow - 1, 2 ow and 2 ow + 1. So an even input row
-// 2 oh takes the middle row of output row oh's windows alone, and an odd one, 2 oh + 1, the bottom
-// row of row oh's and the top row of row oh + 1's; within a row, an even column 2 ow takes window
-// ow's middle column, an odd one, 2 ow + 1, window ow's right column and window ow + 1's left. For
-// 16 outputs of a row, each of the nine cells is one compare of the offsets and one masked move of
-// the gradients; the sums above are a few adds, and one permute per 16 columns interleaves the
-// even and odd columns. Every dx element is then computed in registers and written once, and
-// nothing is cleared. The adds follow the scatter's order (output rows, then columns, from +0), so
-// f32 has the scatter's bits; bf16 sums in f32 and rounds once, which is what widening to f32
-// and narrowing the result gives (Note [Native 16-bit max pooling] in ops/pool.cpp), without the
-// two conversion passes and the f32 copies.
+// gradient to its cell, one output at a time: a load, an add and a store per output, each waiting
+// on the last where neighbouring windows picked the same cell, and the plane written twice. At
+// stride 2 the cells of a window fall on fixed parities: output (oh, ow)'s rows are 2 oh - 1, 2 oh
+// and 2 oh + 1 and its columns 2 ow - 1, 2 ow and 2 ow + 1. So an even input row 2 oh takes the
+// middle row of output row oh's windows alone, and an odd one, 2 oh + 1, the bottom row of row oh's
+// and the top row of row oh + 1's; within a row, an even column 2 ow takes window ow's middle
+// column, an odd one, 2 ow + 1, window ow's right column and window ow + 1's left. For 16 outputs
+// of a row, each of the nine cells is one compare of the offsets and one masked move of the
+// gradients; the sums above are a few adds, and one permute per 16 columns interleaves the even and
+// odd columns. Every dx element is then computed in registers and written once, and nothing is
+// cleared. The adds follow the scatter's order (output rows, then columns, from +0), so f32 has the
+// scatter's bits (but where two NaNs of different payloads meet in a cell, either may stay: an add
+// keeps its first operand's, and the compiler may order the operands of either); bf16 sums in f32
+// and rounds once, which is what widening to f32 and narrowing the result gives (Note
+// [Native 16-bit max pooling] in ops/pool.cpp), without the two conversion passes and f32 copies.
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)

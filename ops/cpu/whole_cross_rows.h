@@ -40,7 +40,7 @@ inline constexpr int64_t kWaveBlocks = 2;  // blocks per wave: one per core on t
 // packing outweighs the GEMM it saves. ArcFace at 10,000 classes of dim 512 in blocks of 16 rows
 // took 87-90 ms per forward + backward against 73-79 streamed (lossprobe, 2 threads, alternated).
 inline constexpr int64_t kMinWholeRowBlock = 32;
-// Rows of dB per GEMM of a dB part, and values of S per GEMM of a block's dA (Note [dB in chunks]).
+// Rows of dB per GEMM of a dB part, and values of S per GEMM of a block's dA (Note [Gradient GEMMs in chunks]).
 inline constexpr int64_t kGradientChunkRows = 128;
 inline constexpr int64_t kGradientChunkValues = 16 * 1024;
 
@@ -64,7 +64,7 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // more waves in flight. No wave ends in a pool-wide barrier (two per wave, 16 per ArcFace step,
 // cost about as much as the GEMM they saved).
 //
-// Note [dB in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed (rows of
+// Note [Gradient GEMMs in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed (rows of
 // dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a quarter of
 // ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2). In chunks
 // of kGradientChunkRows rows of dB each GEMM packs at most half of that. The wave's rows of A are
@@ -76,11 +76,12 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // A block's dA = W B packs its A, the block's rows of S, in the GEMM's KC blocks (512 columns on a
 // 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128 KiB per thread, held by both threads
 // at once at the pass's peak (2.04 MiB extra in `bench losses`, against the 2). In chunks
-// of kGradientChunkValues values of S (columns: that over the block's rows) it packs at most 64
-// KiB of f32; each chunk after the first adds to dA (beta 1), so the sums are fixed by N and the
-// block size, not by the thread count. ArcFace's blocks of 32 rows take chunks of 512 columns, the
-// GEMM's own KC here (chunks of 256 made it 5% slower; lossprobe, alternated); ProxyAnchor's
-// blocks of 64 take 256, which left its time as it was and its peak at 1.91 MiB.
+// of kGradientChunkValues / (the block's rows) columns of S it packs at most 64 KiB of f32 (where a
+// block has at most kGradientChunkValues rows, as every default one has); each chunk after the
+// first adds to dA (beta 1), so the sums are fixed by N and the block size, not by the thread
+// count. ArcFace's blocks of 32 rows take chunks of 512 columns, the GEMM's own KC here (chunks of
+// 256 made it 5% slower; lossprobe, alternated); ProxyAnchor's blocks of 64 take 256, which left
+// its time as it was and its peak at 1.91 MiB.
 //
 // A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D), each null where that gradient is not
 // wanted: dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S
@@ -121,7 +122,7 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           T* s = S + (r0 - w0) * N;
           if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
           for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
-          // Note [dB in chunks]; one GEMM where N is 0 (it writes dA's zeros).
+          // Note [Gradient GEMMs in chunks]; one GEMM where N is 0 (it writes dA's zeros).
           const int64_t chunk = std::max<int64_t>(1, kGradientChunkValues / block);
           for (int64_t k0 = 0; dA && r0 < r1 && (k0 == 0 || k0 < N); k0 += chunk)
             gemm<T>(false, false, r1 - r0, D, std::min(chunk, N - k0), T(1), s + k0, N, B + k0 * D, D,
@@ -131,7 +132,7 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
           if (!reached(blocks_done[w], kWaveBlocks)) return;
           if (w > 0 && !reached(part_done[(w - 1) * kWaveBlocks + p], 1)) return;
-          for (int64_t c0 = n0; dB && c0 < n1; c0 += kGradientChunkRows) {  // Note [dB in chunks]
+          for (int64_t c0 = n0; dB && c0 < n1; c0 += kGradientChunkRows) {  // Note [Gradient GEMMs in chunks]
             const int64_t c1 = std::min(n1, c0 + kGradientChunkRows);
             gemm<T>(true, false, c1 - c0, D, w1 - w0, T(1), S + c0, N, A + w0 * D, D, T(1), dB + c0 * D, D);
           }

@@ -122,7 +122,8 @@ TEST_CASE("arcface_loss: tiles and blocks of whole rows equal one whole tile, wh
 
 TEST_CASE("arcface_loss: rows of 70 and 600 classes, whole or streamed, equal each other and PML's formula",
           "[losses][arcface]") {
-  // 600: dB's parts of 300 rows run in three chunks (Note [dB in chunks]).
+  // 600: dB's parts of 300 rows run in three chunks, and dA's blocks of 54 rows in two of 303
+  // columns (Note [Gradient GEMMs in chunks]).
   for (const int64_t C : {70, 600}) {
     INFO(C << " classes");
     const ArcBatch b = beyond_batch(23, 40, 8, C);

@@ -97,7 +97,8 @@ TEST_CASE("proxy_anchor_loss: tiles and blocks of whole rows equal one whole til
 
 TEST_CASE("proxy_anchor_loss: rows of 70 and 600 embeddings, whole or streamed, equal each other and PML's formula",
           "[losses][proxy_anchor]") {
-  // 600: dB's parts of 300 rows run in three chunks (Note [dB in chunks]).
+  // 600: dB's parts of 300 rows run in three chunks, and dA's blocks of 54 rows in two of 303
+  // columns (Note [Gradient GEMMs in chunks]).
   for (const int64_t B : {70, 600}) {
     INFO("batch " << B);
     const Tensor emb = f64_randn({B, 8}, 21), proxies = f64_randn({40, 8}, 22);

@@ -1,7 +1,7 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d beyond the op table (tests/ops/test_op_table.cpp
 // has their PyTorch values, gradients, gradchecks and non-contiguous inputs): max_pool2d's
 // indices against PyTorch, hand-checked values, NaN and padding, overlapping windows, the CPU's
-// window offsets, errors.
+// window offsets and its passes in registers against pooling by definition and the scatter, errors.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -150,6 +150,21 @@ uint16_t nan_bits(DType dt, size_t i) {
   return dt == DType::bf16 ? uint16_t(0x7F80 | (i % 127 + 1)) : uint16_t(0x7C00 | (i % 1023 + 1));
 }
 
+// Every element's bits equal (f32, bf16 or f16 tensors of one dtype, contiguous).
+void check_same_bits(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.dtype() == want.dtype());
+  if (got.dtype() != DType::f32) {
+    CHECK(bits_of(got) == bits_of(want));
+    return;
+  }
+  const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  REQUIRE(g.size() == w.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i << ": " << g[i] << " against " << w[i]);
+    REQUIRE(std::bit_cast<uint32_t>(g[i]) == std::bit_cast<uint32_t>(w[i]));
+  }
+}
+
 void check_same(const std::vector<double>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -286,19 +301,22 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
 }
 
 // Note [Max pool 3x3 backward by rows]: the stem's 3x3 stride-2 windows with padding 1 take their
-// gradient from u8 window offsets a row of input at a time. In f32 it must have the bits of the
-// scatter that plane indices take (adds in output order from +0), and in bf16 and f16 those of
-// that f32 scatter rounded once (bf16 natively, f16 widened by the op), so the gradients here are
-// not exact in any order: randn, with -0 and NaNs among them. Ties make neighbouring windows pick
-// the same cell (two and four windows share the odd rows' and columns' cells). Shapes: one cell;
-// one output row and column, odd and even; 17 outputs a row (a block of 16 and one of 1), 32 (two
-// whole blocks), 31 outputs of a 61-wide row.
+// gradient from u8 window offsets a row of input at a time, and nothing clears dx first. In f32 it
+// must have the bits of the scatter that plane indices take (adds in output order from +0), and
+// in bf16 and f16 those of that f32 scatter rounded once (bf16 natively, f16 widened by the op), so
+// the gradients here are not exact in any order: randn, with -0 and NaNs among them. Ties make
+// neighbouring windows pick the same cell (two and four windows share the odd rows' and columns'
+// cells). The kernel also writes into a dx full of NaN, so a cell it skipped would show. Shapes:
+// one cell; 2 rows and 3 columns (the last window's right column outside); 3 x 2 (the last
+// output row's bottom row outside); 17 outputs a row (a block of 16 and one of 1), 32 (two whole
+// blocks), 31 outputs of a 61-wide row; several planes per task.
 TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's bits", "[pool]") {
-  for (const Shape& xs : {Shape{1, 1, 1, 1}, Shape{1, 2, 2, 3}, Shape{2, 3, 5, 33}, Shape{1, 1, 6, 64},
-                          Shape{1, 2, 7, 61}, Shape{2, 2, 24, 40}}) {
+  for (const Shape& xs : {Shape{1, 1, 1, 1}, Shape{1, 2, 2, 3}, Shape{1, 2, 3, 2}, Shape{2, 3, 5, 33},
+                          Shape{1, 1, 6, 64}, Shape{1, 2, 7, 61}, Shape{2, 2, 24, 40}}) {
     const Tensor x32 = tie_heavy(xs, uint64_t(xs[2] * 100 + xs[3]));
+    const Pool2dGeometry g = pool2d_geometry(xs, 3, 2, 1, "max_pool2d");
     Generator gen{uint64_t(xs[3])};
-    Tensor dy = randn({xs[0], xs[1], (xs[2] - 1) / 2 + 1, (xs[3] - 1) / 2 + 1}, {}, &gen);
+    Tensor dy = randn({xs[0], xs[1], g.out_h, g.out_w}, {}, &gen);
     for (int64_t i = 0; i < dy.numel(); i += 7) dy.data<float>()[i] = -0.0f;
     for (int64_t i = 3; i < dy.numel(); i += 29) dy.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
     for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
@@ -307,17 +325,27 @@ TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's b
       max_pool2d(a, 3, 2, 1).backward(dy_dt);
       const Tensor b = x32.detach().requires_grad_();  // i64 plane indices: the scatter, in f32
       max_pool2d_with_indices(b, 3, 2, 1).values.backward(dy_dt.to(DType::f32));
-      if (dt == DType::f32) {
-        const std::vector<float> got = a.grad().to_vector<float>(), want = b.grad().to_vector<float>();
-        for (size_t i = 0; i < got.size(); ++i) {
-          INFO("element " << i << ": " << got[i] << " against " << want[i]);
-          REQUIRE(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
-        }
-      } else {
-        CHECK(bits_of(a.grad()) == bits_of(b.grad().to(dt)));
-      }
+      const Tensor want = b.grad().to(dt);
+      check_same_bits(a.grad(), want);
+      if (dt == DType::f16) continue;  // the kernel takes f32 and bf16 (f16 reaches it widened)
+      // The kernel alone, into a dx of NaN.
+      const Tensor offsets = Tensor::empty(dy.shape(), {.dtype = DType::u8});
+      cpu::max_pool2d_forward(g, x32.to(dt), Tensor::empty(dy.shape(), {.dtype = dt}), offsets);
+      const Tensor dx = full(xs, std::numeric_limits<double>::quiet_NaN(), {.dtype = dt});
+      cpu::max_pool2d_backward(g, dy_dt, offsets, dx);
+      check_same_bits(dx, want);
     }
   }
+  // A cell four windows picked, with gradients whose sum depends on the order: the scatter's
+  // ((1 + 1e-8) - 1) + 1e-8 is 1e-8 in f32, where other orders give 0 or 2e-8.
+  Tensor x = zeros({1, 1, 5, 5});
+  x.data<float>()[1 * 5 + 1] = 9;  // row 1, column 1: in the windows of outputs (0, 0), (0, 1), (1, 0), (1, 1)
+  Tensor dy = zeros({1, 1, 3, 3});
+  for (auto [i, v] : {std::pair{0, 1.0f}, std::pair{1, 1e-8f}, std::pair{3, -1.0f}, std::pair{4, 1e-8f}})
+    dy.data<float>()[i] = v;
+  const Tensor a = x.detach().requires_grad_();
+  max_pool2d(a, 3, 2, 1).backward(dy);
+  CHECK(a.grad().to_vector<float>()[6] == 1e-8f);
 }
 
 // Note [Max pool window offsets]: on the CPU the kernels take u8 offsets inside the window as well
