@@ -40,7 +40,8 @@ inline constexpr int64_t kWaveBlocks = 2;  // blocks per wave: one per core on t
 // packing outweighs the GEMM it saves. ArcFace at 10,000 classes of dim 512 in blocks of 16 rows
 // took 87-90 ms per forward + backward against 73-79 streamed (lossprobe, 2 threads, alternated).
 inline constexpr int64_t kMinWholeRowBlock = 32;
-// Rows of dB per GEMM of a dB part, and values of S per GEMM of a block's dA (Note [Gradient GEMMs in chunks]).
+// Rows of dB per GEMM of a dB part, and values of S per GEMM of a block's dA
+// (Note [Gradient GEMMs in chunks]).
 inline constexpr int64_t kGradientChunkRows = 128;
 inline constexpr int64_t kGradientChunkValues = 16 * 1024;
 
@@ -64,15 +65,15 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // more waves in flight. No wave ends in a pool-wide barrier (two per wave, 16 per ArcFace step,
 // cost about as much as the GEMM they saved).
 //
-// Note [Gradient GEMMs in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed (rows of
-// dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a quarter of
-// ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2). In chunks
-// of kGradientChunkRows rows of dB each GEMM packs at most half of that. The wave's rows of A are
-// its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp) except where D f32 values
-// are a multiple of 4 KiB (D = 1024, 2048, ...): there each chunk packs them again, up to four
-// times per part at 1,024 classes. In f32 every element of dB gets the same FMAs in the same
-// order as unchunked; in f64 (Eigen) the chunks may round differently, but they are fixed by N,
-// so the sums still do not depend on the thread count.
+// Note [Gradient GEMMs in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed
+// (rows of dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a
+// quarter of ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2).
+// In chunks of kGradientChunkRows rows of dB each GEMM packs at most half of that. The wave's rows
+// of A are its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp) except where D f32
+// values are a multiple of 4 KiB (D = 1024, 2048, ...): there each chunk packs them again, up to
+// four times per part at 1,024 classes. In f32 every element of dB gets the same FMAs in the same
+// order as unchunked; in f64 (Eigen) the chunks may round differently, but they are fixed by N, so
+// the sums still do not depend on the thread count.
 // A block's dA = W B packs its A, the block's rows of S, in the GEMM's KC blocks (512 columns on a
 // 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128 KiB per thread, held by both threads
 // at once at the pass's peak (2.04 MiB extra in `bench losses`, against the 2). In chunks
