@@ -209,6 +209,8 @@ void avg_pool2d_forward(const Pool2dGeometry& g, bool count_include_pad, const T
 void avg_pool2d_backward(const Pool2dGeometry& g, bool count_include_pad, const Tensor& dy, const Tensor& dx);
 // x (planes, H, W) -> y (planes, Ho, Wo); output cell (i, j) averages rows
 // [floor(i H / Ho), ceil((i + 1) H / Ho)) and the columns likewise (PyTorch's adaptive windows).
+// On the CPU also bf16 and f16, summed in f32 and each mean rounded once (Note [Native 16-bit
+// average pooling] in ops/pool.cpp).
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
 // dy (planes, Ho, Wo) -> dx (planes, H, W).
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);

@@ -57,9 +57,9 @@ void average_forward(const Tensor& x, const Tensor& y, Spans rows, Spans cols, b
       const Span r = rows(oh);
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Span c = cols(ow);
-        const T sum = window_sum(in, W, r, c);
+        const compute_t<T> sum = window_sum(in, W, r, c);
         const int64_t count = window_count(r, c, count_pad);
-        out[oh * Wo + ow] = count > 0 ? sum / T(count) : T(0);
+        out[oh * Wo + ow] = count > 0 ? T(sum / compute_t<T>(count)) : T(0);  // rounded once (16-bit)
       }
     }
   });
@@ -265,9 +265,10 @@ void avg_pool2d_backward(const Pool2dGeometry& g, bool count_include_pad, const 
   });
 }
 
+// bf16 and f16 too (Note [Native 16-bit average pooling] in ops/pool.cpp).
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   const AdaptiveSpans rows{x.size(-2), y.size(-2)}, cols{x.size(-1), y.size(-1)};
-  dispatch_float(x.dtype(), "adaptive_avg_pool2d", [&]<class T>(TypeTag<T>) {
+  dispatch_float_or_16_bit(x.dtype(), "adaptive_avg_pool2d", [&]<class T>(TypeTag<T>) {
     average_forward<T>(planes_view(x), planes_view(y), rows, cols, false);
   });
 }

@@ -300,6 +300,32 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
   }
 }
 
+// Note [Native 16-bit average pooling]: bf16 and f16 planes are averaged without widening them
+// first, and give the bits of widening, pooling in f32 and rounding: global averages in lanes
+// (with every tail length), windows narrower than the plane, overlapping adaptive windows, and
+// values that round (randn; a NaN and infinities too).
+TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling widened", "[pool][f16]") {
+  Generator gen(11);
+  struct Case {
+    int64_t side;
+    IntPair out;
+  };
+  for (Case c : {Case{5, 1}, Case{6, 1}, Case{7, 1}, Case{9, 1}, Case{14, 1}, Case{56, 1}, Case{40, {1, 2}},
+                 Case{13, {5, 3}}, Case{7, 7}}) {
+    Tensor x = randn({2, 3, c.side, c.side}, {}, &gen);
+    x.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    x.data<float>()[x.numel() - 1] = std::numeric_limits<float>::infinity();
+    x.data<float>()[x.numel() / 2] = -std::numeric_limits<float>::infinity();
+    for (DType dt : {DType::bf16, DType::f16}) {
+      INFO(c.side << " x " << c.side << " -> " << c.out.h << " x " << c.out.w << " " << dtype_name(dt));
+      const Tensor x16 = x.to(dt);
+      const Tensor got = adaptive_avg_pool2d(x16, c.out);
+      CHECK(got.dtype() == dt);
+      CHECK(bits_of(got) == bits_of(adaptive_avg_pool2d(x16.to(DType::f32), c.out).to(dt)));
+    }
+  }
+}
+
 // Note [Max pool 3x3 backward by rows]: the stem's 3x3 stride-2 windows with padding 1 take their
 // gradient from u8 window offsets a row of input at a time, and nothing clears dx first. In f32 it
 // must have the bits of the scatter that plane indices take (adds in output order from +0), and
