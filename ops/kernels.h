@@ -212,8 +212,15 @@ void avg_pool2d_backward(const Pool2dGeometry& g, bool count_include_pad, const 
 // On the CPU also bf16 and f16, summed in f32 and each mean rounded once (Note [Native 16-bit
 // average pooling] in ops/pool.cpp).
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
-// dy (planes, Ho, Wo) -> dx (planes, H, W).
+// dy (planes, Ho, Wo) -> dx (planes, H, W). On the CPU also bf16 and f16 where the windows
+// partition the plane (adaptive_windows_partition: each input takes one share, rounded once); an
+// Error otherwise.
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
+// Whether the adaptive windows of an H x W plane pooled to Ho x Wo cover every input once: H and W
+// multiples of Ho and Wo.
+inline bool adaptive_windows_partition(int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  return Ho > 0 && Wo > 0 && H % Ho == 0 && W % Wo == 0;
+}
 
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
 // x (M, K), w (N, K), b (N) or undefined -> y (M, N) = act(x w^T + b) (bias and activation are

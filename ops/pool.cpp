@@ -190,7 +190,9 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& input_shape, IntPair k
 // autocast; widening the input to f32 first made it 3.4x slower than in f32 (opsprobe, 8 x 256 x
 // 56 x 56: 1.64 against 0.49 ms). The CPU forward reads bf16 and f16 itself, widening each block of
 // 16 exactly and summing in f32 in the same order as the f32 kernel, and rounds each mean once: the
-// bits of widening, pooling and narrowing. The backward and the other devices still widen.
+// bits of widening, pooling and narrowing. Its backward is native where the windows partition the
+// plane (a global average's do): each input is then its window's share, rounded once; overlapping
+// windows, and the other devices, still widen.
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
   check_pool_input(x, "adaptive_avg_pool2d");
   if (is_reduced_float(x.dtype()) && !x.device().is_cpu())
@@ -210,7 +212,11 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& dy, const Shape& input_shape) {
-  if (is_reduced_float(dy.dtype())) return narrowed(adaptive_avg_pool2d_backward(widened(dy), input_shape), dy.dtype());
+  const bool native = dy.device().is_cpu() && dy.dim() >= 2 && input_shape.size() >= 2 &&
+                      cpu::adaptive_windows_partition(input_shape.end()[-2], input_shape.end()[-1], dy.size(-2),
+                                                      dy.size(-1));
+  if (is_reduced_float(dy.dtype()) && !native)
+    return narrowed(adaptive_avg_pool2d_backward(widened(dy), input_shape), dy.dtype());
   const char* op = "adaptive_avg_pool2d_backward";
   EMBER_CHECK(input_shape.size() == 3 || input_shape.size() == 4, op,
               ": expected an input shape of rank 3 or 4, got ", shape_str(input_shape));

@@ -65,24 +65,34 @@ void average_forward(const Tensor& x, const Tensor& y, Spans rows, Spans cols, b
   });
 }
 
+// partition: the windows cover every input once (adaptive windows of a plane that divides into
+// them), so each input is +0 plus its window's share, stored once (16-bit: rounded once); else
+// shares are added into a cleared plane (f32 and f64 only: 16-bit would round every add).
 template <class T, class Spans>
-void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols, bool count_pad) {
+void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols, bool count_pad,
+                      bool partition = false) {
+  using C = compute_t<T>;
   const int64_t H = dx.size(1), W = dx.size(2), Ho = dy.size(1), Wo = dy.size(2);
   const T* dyp = dy.data<T>();
   T* dxp = dx.data<T>();
   for_each_plane(dx.size(0), H * W, [&](int64_t p) {
     const T* g = dyp + p * Ho * Wo;
     T* out = dxp + p * H * W;
-    std::fill(out, out + H * W, T(0));
+    if (!partition) std::fill(out, out + H * W, T(0));
     for (int64_t oh = 0; oh < Ho; ++oh) {
       const Span r = rows(oh);
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Span c = cols(ow);
         const int64_t count = window_count(r, c, count_pad);
         if (count <= 0) continue;
-        const T share = g[oh * Wo + ow] / T(count);
-        for (int64_t h = r.begin; h < r.end; ++h)
-          for (int64_t w = c.begin; w < c.end; ++w) out[h * W + w] += share;
+        const C share = C(g[oh * Wo + ow]) / C(count);
+        if (partition) {
+          const T value(C(0) + share);  // +0 + share, as the adds below: a -0 share gives +0
+          for (int64_t h = r.begin; h < r.end; ++h) std::fill(out + h * W + c.begin, out + h * W + c.end, value);
+        } else if constexpr (!is_float16_v<T>) {  // 16-bit: partitions only (checked by the caller)
+          for (int64_t h = r.begin; h < r.end; ++h)
+            for (int64_t w = c.begin; w < c.end; ++w) out[h * W + w] += share;
+        }
       }
     }
   });
@@ -273,10 +283,16 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   });
 }
 
+// bf16 and f16 where the windows partition the plane (Note [Native 16-bit average pooling]).
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
   const AdaptiveSpans rows{dx.size(-2), dy.size(-2)}, cols{dx.size(-1), dy.size(-1)};
-  dispatch_float(dy.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
-    average_backward<T>(planes_view(dy), planes_view(dx), rows, cols, false);
+  const bool partition = adaptive_windows_partition(dx.size(-2), dx.size(-1), dy.size(-2), dy.size(-1));
+  EMBER_CHECK(partition || (dy.dtype() != DType::bf16 && dy.dtype() != DType::f16),
+              "adaptive_avg_pool2d_backward: ", dtype_name(dy.dtype()), " gradients need windows that partition the ",
+              "plane (", dx.size(-2), "x", dx.size(-1), " into ", dy.size(-2), "x", dy.size(-1),
+              "); widen overlapping ones to f32");
+  dispatch_float_or_16_bit(dy.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
+    average_backward<T>(planes_view(dy), planes_view(dx), rows, cols, false, partition);
   });
 }
 

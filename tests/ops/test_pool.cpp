@@ -303,7 +303,10 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
 // Note [Native 16-bit average pooling]: bf16 and f16 planes are averaged without widening them
 // first, and give the bits of widening, pooling in f32 and rounding: global averages in lanes
 // (with every tail length), windows narrower than the plane, overlapping adaptive windows, and
-// values that round (randn; a NaN and infinities too).
+// values that round (randn; a NaN and infinities too). The backward is native where the windows
+// partition the plane (global, 40 -> 1 x 2, 7 -> 7) and widened where they overlap (13 -> 5 x 3),
+// with the same bits either way (-0 gradients too); the CPU kernel refuses 16-bit overlapping
+// windows, which it would round at every add.
 TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling widened", "[pool][f16]") {
   Generator gen(11);
   struct Case {
@@ -322,8 +325,21 @@ TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling wid
       const Tensor got = adaptive_avg_pool2d(x16, c.out);
       CHECK(got.dtype() == dt);
       CHECK(bits_of(got) == bits_of(adaptive_avg_pool2d(x16.to(DType::f32), c.out).to(dt)));
+      Tensor dy32 = randn(got.shape(), {}, &gen);
+      dy32.data<float>()[0] = -0.0f;
+      const Tensor dy = dy32.to(dt), a = x16.detach().requires_grad_(), b = x16.to(DType::f32).requires_grad_();
+      adaptive_avg_pool2d(a, c.out).backward(dy);
+      adaptive_avg_pool2d(b, c.out).backward(dy.to(DType::f32));
+      CHECK(a.grad().dtype() == dt);
+      CHECK(bits_of(a.grad()) == bits_of(b.grad().to(dt)));
+      CHECK(std::bit_cast<uint32_t>(b.grad().to_vector<float>()[0]) == 0u);  // +0 + -0 share: +0, as PyTorch's adds
     }
   }
+  const Tensor dy = ones({1, 1, 5, 3}, {.dtype = DType::bf16});
+  const Tensor dx = Tensor::empty({1, 1, 13, 13}, {.dtype = DType::bf16});
+  CHECK_THAT(error_of([&] { cpu::adaptive_avg_pool2d_backward(dy, dx); }),
+             Catch::Contains("adaptive_avg_pool2d_backward") && Catch::Contains("bf16") &&
+                 Catch::Contains("13x13 into 5x3"));
 }
 
 // Note [Max pool 3x3 backward by rows]: the stem's 3x3 stride-2 windows with padding 1 take their
