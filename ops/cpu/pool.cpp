@@ -73,6 +73,8 @@ void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols
                       bool partition = false) {
   using C = compute_t<T>;
   const int64_t H = dx.size(1), W = dx.size(2), Ho = dy.size(1), Wo = dy.size(2);
+  if constexpr (is_float16_v<T>)
+    EMBER_CHECK(partition, "average pooling backward: 16-bit gradients need windows that partition the plane");
   const T* dyp = dy.data<T>();
   T* dxp = dx.data<T>();
   for_each_plane(dx.size(0), H * W, [&](int64_t p) {
@@ -89,7 +91,7 @@ void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols
         if (partition) {
           const T value(C(0) + share);  // +0 + share, as the adds below: a -0 share gives +0
           for (int64_t h = r.begin; h < r.end; ++h) std::fill(out + h * W + c.begin, out + h * W + c.end, value);
-        } else if constexpr (!is_float16_v<T>) {  // 16-bit: partitions only (checked by the caller)
+        } else if constexpr (!is_float16_v<T>) {  // 16-bit: partitions only (checked above)
           for (int64_t h = r.begin; h < r.end; ++h)
             for (int64_t w = c.begin; w < c.end; ++w) out[h * W + w] += share;
         }

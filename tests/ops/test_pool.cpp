@@ -302,19 +302,20 @@ TEST_CASE("max_pool2d: windows in lanes equal the f64 scan, and keep 16-bit inpu
 
 // Note [Native 16-bit average pooling]: bf16 and f16 planes are averaged without widening them
 // first, and give the bits of widening, pooling in f32 and rounding: global averages in lanes
-// (with every tail length), windows narrower than the plane, overlapping adaptive windows, and
-// values that round (randn; a NaN and infinities too). The backward is native where the windows
-// partition the plane (global, 40 -> 1 x 2, 7 -> 7) and widened where they overlap (13 -> 5 x 3),
-// with the same bits either way (-0 gradients too); the CPU kernel refuses 16-bit overlapping
-// windows, which it would round at every add.
+// (tails of 0 to 9 values), windows of whole rows (64 -> 2 x 1) and narrower than the plane,
+// overlapping adaptive windows, more outputs than inputs (3 -> 5), and values that round (randn; a
+// NaN and infinities too). The backward is native where the windows partition the plane (global,
+// 64 -> 2 x 1, 40 -> 1 x 2, 7 -> 7) and widened where they overlap (13 -> 5 x 3, 3 -> 5), with the
+// same bits either way (-0 gradients too); the CPU kernels are also called on 16-bit tensors
+// directly, and the backward refuses overlapping windows, which it would round at every add.
 TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling widened", "[pool][f16]") {
   Generator gen(11);
   struct Case {
     int64_t side;
     IntPair out;
   };
-  for (Case c : {Case{5, 1}, Case{6, 1}, Case{7, 1}, Case{9, 1}, Case{14, 1}, Case{56, 1}, Case{40, {1, 2}},
-                 Case{13, {5, 3}}, Case{7, 7}}) {
+  for (Case c : {Case{5, 1}, Case{6, 1}, Case{7, 1}, Case{9, 1}, Case{11, 1}, Case{14, 1}, Case{56, 1},
+                 Case{64, {2, 1}}, Case{40, {1, 2}}, Case{13, {5, 3}}, Case{3, 5}, Case{7, 7}}) {
     Tensor x = randn({2, 3, c.side, c.side}, {}, &gen);
     x.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
     x.data<float>()[x.numel() - 1] = std::numeric_limits<float>::infinity();
@@ -332,7 +333,17 @@ TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling wid
       adaptive_avg_pool2d(b, c.out).backward(dy.to(DType::f32));
       CHECK(a.grad().dtype() == dt);
       CHECK(bits_of(a.grad()) == bits_of(b.grad().to(dt)));
-      CHECK(std::bit_cast<uint32_t>(b.grad().to_vector<float>()[0]) == 0u);  // +0 + -0 share: +0, as PyTorch's adds
+      // The kernels themselves on 16-bit tensors (the op might widen and still pass the above).
+      const Tensor y16 = Tensor::empty(got.shape(), {.dtype = dt});
+      cpu::adaptive_avg_pool2d_forward(x16, y16);
+      CHECK(bits_of(y16) == bits_of(got));
+      if (cpu::adaptive_windows_partition(c.side, c.side, c.out.h, c.out.w)) {
+        // Input 0 is window 0's alone: +0 + its -0 share is +0, as the f32 adds (and PyTorch's) give.
+        CHECK(std::bit_cast<uint32_t>(b.grad().to_vector<float>()[0]) == 0u);
+        const Tensor dx16 = full(x16.shape(), std::numeric_limits<double>::quiet_NaN(), {.dtype = dt});
+        cpu::adaptive_avg_pool2d_backward(dy, dx16);
+        CHECK(bits_of(dx16) == bits_of(a.grad()));
+      }
     }
   }
   const Tensor dy = ones({1, 1, 5, 3}, {.dtype = DType::bf16});
