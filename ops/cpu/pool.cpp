@@ -73,8 +73,10 @@ void average_backward(const Tensor& dy, const Tensor& dx, Spans rows, Spans cols
                       bool partition = false) {
   using C = compute_t<T>;
   const int64_t H = dx.size(1), W = dx.size(2), Ho = dy.size(1), Wo = dy.size(2);
-  if constexpr (is_float16_v<T>)
-    EMBER_CHECK(partition, "average pooling backward: 16-bit gradients need windows that partition the plane");
+  if constexpr (is_float16_v<T>)  // only adaptive_avg_pool2d_backward takes 16-bit gradients
+    EMBER_CHECK(partition, "adaptive_avg_pool2d_backward: ", dtype_name(dy.dtype()),
+                " gradients need windows that partition the plane (", H, "x", W, " into ", Ho, "x", Wo,
+                "); widen overlapping ones to f32");
   const T* dyp = dy.data<T>();
   T* dxp = dx.data<T>();
   for_each_plane(dx.size(0), H * W, [&](int64_t p) {
@@ -289,10 +291,6 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
 void adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
   const AdaptiveSpans rows{dx.size(-2), dy.size(-2)}, cols{dx.size(-1), dy.size(-1)};
   const bool partition = adaptive_windows_partition(dx.size(-2), dx.size(-1), dy.size(-2), dy.size(-1));
-  EMBER_CHECK(partition || (dy.dtype() != DType::bf16 && dy.dtype() != DType::f16),
-              "adaptive_avg_pool2d_backward: ", dtype_name(dy.dtype()), " gradients need windows that partition the ",
-              "plane (", dx.size(-2), "x", dx.size(-1), " into ", dy.size(-2), "x", dy.size(-1),
-              "); widen overlapping ones to f32");
   dispatch_float_or_16_bit(dy.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
     average_backward<T>(planes_view(dy), planes_view(dx), rows, cols, false, partition);
   });
