@@ -335,7 +335,7 @@ void add_bench_commands(CLI::App& app, CommandLine& cl) {
   cl.bench_ops = bench->add_subcommand("ops", "matmul GFLOP/s and elementwise GB/s against the machine's peaks");
   cl.bench_allocator = bench->add_subcommand("allocator", "cached vs uncached allocation cost, 1 KiB..64 MiB");
   cl.bench_kernels = bench->add_subcommand("kernels", "CNN kernels (conv, pool, softmax, cross-entropy, relu, "
-                                                      "matmul): ember vs PyTorch, ms per call");
+                                                      "sigmoid, tanh, matmul): ember vs PyTorch, ms per call");
   add_bench_kernels_options(*cl.bench_kernels, cl);
   cl.bench_matmul = bench->add_subcommand("matmul", "CUDA matmul kernels (tiled, register-blocked) vs cuBLAS on a GPU");
   add_bench_matmul_options(*cl.bench_matmul, cl);

@@ -73,6 +73,8 @@ std::vector<bench::KernelRow> bench_kernels_nn(int threads, Device device) {
   bench_cross_entropy(on, rows, 32, 10);
   bench_cross_entropy(on, rows, 256, 1000);
   bench_unary(on, rows, "relu", {1024, 1024}, [](const Tensor& x) { return relu(x); });
+  bench_unary(on, rows, "sigmoid", {1024, 1024}, [](const Tensor& x) { return sigmoid(x); });
+  bench_unary(on, rows, "tanh", {1024, 1024}, [](const Tensor& x) { return tanh(x); });
   bench_matmul(on, rows, 256);
   bench_matmul(on, rows, 1024);
   return rows;

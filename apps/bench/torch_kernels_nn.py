@@ -66,6 +66,8 @@ def main():
     bench_cross_entropy(rows, 32, 10)
     bench_cross_entropy(rows, 256, 1000)
     bench_unary(rows, "relu", (1024, 1024), F.relu)
+    bench_unary(rows, "sigmoid", (1024, 1024), torch.sigmoid)
+    bench_unary(rows, "tanh", (1024, 1024), torch.tanh)
     bench_matmul(rows, 256)
     bench_matmul(rows, 1024)
     for name, ms in rows:

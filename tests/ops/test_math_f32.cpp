@@ -1,0 +1,119 @@
+// fn::exp_f32 and fn::tanh_f32 (ops/math_f32.h), the float exp and tanh of the host's elementwise
+// ops: accuracy against double precision over the whole range, the edges (overflow, subnormal
+// results, signed zero, infinities, NaN), and the exp, sigmoid and tanh ops that use them, in f32
+// on vectorised loops and in bf16.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "ops/math_f32.h"
+#include "support/test_support.h"
+
+using namespace ember;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// |got - truth| in units of the float spacing at the truth (at least the smallest subnormal).
+double ulps_from(float got, double truth) {
+  if (std::isnan(truth)) return std::isnan(got) ? 0 : kInf;
+  const float rounded = float(truth);
+  if (std::isinf(rounded) || std::isinf(got)) return got == rounded ? 0 : kInf;
+  const float mag = std::fabs(rounded);
+  const double spacing = std::max(double(std::nextafter(mag, kInf) - mag), double(std::numeric_limits<float>::denorm_min()));
+  return std::fabs(double(got) - truth) / spacing;
+}
+
+// The worst ulps of f against truth over about two million floats spread evenly over the bit
+// patterns of [lo, hi] (both signs when lo < 0 < hi), and the input that gave it.
+template <class F, class Truth>
+std::pair<double, float> worst_ulps(float lo, float hi, F f, Truth truth) {
+  std::pair<double, float> worst{0, 0};
+  auto sweep = [&](float from, float to) {  // 0 <= from < to, or both negated
+    const uint32_t a = std::bit_cast<uint32_t>(std::fabs(from)), b = std::bit_cast<uint32_t>(std::fabs(to));
+    const uint32_t step = std::max<uint32_t>(1, (b - a) / (1u << 20));
+    for (uint32_t bits = a; bits <= b && bits >= a; bits += step) {
+      const float x = std::copysign(std::bit_cast<float>(bits), from < 0 || to < 0 ? -1.0f : 1.0f);
+      const double e = ulps_from(f(x), truth(double(x)));
+      if (e > worst.first) worst = {e, x};
+    }
+  };
+  if (lo < 0) sweep(-0.0f, lo);
+  if (hi > 0) sweep(0.0f, hi);
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("exp_f32 is within 1.01 ulp of exp over the whole float range, subnormal results included") {
+  const auto [worst, at] = worst_ulps(-110.0f, 90.0f, fn::exp_f32, [](double x) { return std::exp(x); });
+  INFO("worst " << worst << " ulp at x = " << at);
+  CHECK(worst <= 1.01);
+}
+
+TEST_CASE("exp_f32 at the edges: overflow where float's exp overflows, gradual underflow, zeros, NaN") {
+  CHECK(fn::exp_f32(0.0f) == 1.0f);
+  CHECK(fn::exp_f32(-0.0f) == 1.0f);
+  CHECK(fn::exp_f32(std::numeric_limits<float>::denorm_min()) == 1.0f);
+  CHECK(fn::exp_f32(-kInf) == 0.0f);
+  CHECK(fn::exp_f32(kInf) == kInf);
+  CHECK(std::isnan(fn::exp_f32(std::nanf(""))));
+  // The largest finite result: exp(88.7228) = 3.4e38 just fits, 88.7229 does not.
+  CHECK(std::isfinite(fn::exp_f32(88.72283f)));
+  CHECK(ulps_from(fn::exp_f32(88.72283f), std::exp(double(88.72283f))) <= 1.0);
+  CHECK(fn::exp_f32(88.7229f) == kInf);
+  CHECK(fn::exp_f32(1e30f) == kInf);
+  // Subnormal results down to the smallest, then zero.
+  CHECK(ulps_from(fn::exp_f32(-95.0f), std::exp(double(-95.0f))) <= 1.0);
+  CHECK(fn::exp_f32(-103.2f) == std::numeric_limits<float>::denorm_min());
+  CHECK(fn::exp_f32(-104.5f) == 0.0f);
+  CHECK(fn::exp_f32(-1e30f) == 0.0f);
+}
+
+TEST_CASE("tanh_f32 is within 1.33 ulp of tanh, odd, with tanh(-0) = -0 and the limits at +-inf") {
+  const auto [worst, at] = worst_ulps(-12.0f, 12.0f, fn::tanh_f32, [](double x) { return std::tanh(x); });
+  INFO("worst " << worst << " ulp at x = " << at);
+  CHECK(worst <= 1.33);
+  CHECK(std::signbit(fn::tanh_f32(-0.0f)));
+  CHECK(fn::tanh_f32(0.0f) == 0.0f);
+  CHECK(!std::signbit(fn::tanh_f32(0.0f)));
+  CHECK(fn::tanh_f32(1e-30f) == 1e-30f);
+  CHECK(fn::tanh_f32(std::numeric_limits<float>::denorm_min()) == std::numeric_limits<float>::denorm_min());
+  CHECK(fn::tanh_f32(kInf) == 1.0f);
+  CHECK(fn::tanh_f32(-kInf) == -1.0f);
+  CHECK(fn::tanh_f32(-50.0f) == -1.0f);
+  CHECK(std::isnan(fn::tanh_f32(std::nanf(""))));
+  for (float x : {0.62499f, 0.625f, 0.62501f, -0.625f}) {  // both sides of the switch of method
+    INFO("x = " << x);
+    CHECK(ulps_from(fn::tanh_f32(x), std::tanh(double(x))) <= 1.33);
+  }
+}
+
+TEST_CASE("exp sigmoid and tanh on f32 tensors stay within a few ulp; bf16 rounds their f32 results") {
+  Generator gen(7);
+  // Long contiguous rows (the vectorised loops), a strided view (the scalar loop), edge values.
+  Tensor x = mul(randn({64, 1031}, {}, &gen), 12.0);
+  x.view({-1}).narrow(0, 0, 6).copy_(tensor<float>({0.0f, -0.0f, kInf, -kInf, 88.7f, -100.0f}, {6}));
+  const std::pair<const char*, Tensor (*)(const Tensor&)> ops[] = {{"exp", exp}, {"sigmoid", sigmoid}, {"tanh", tanh}};
+  const std::pair<const char*, double> bounds[] = {{"exp", 1.01}, {"sigmoid", 2.5}, {"tanh", 1.33}};
+  for (int k = 0; k < 3; ++k) {
+    const auto [name, op] = ops[k];
+    INFO(name);
+    for (const Tensor& in : {x, x.t()}) {
+      const std::vector<float> got = op(in).contiguous().to_vector<float>();
+      const std::vector<double> truth = op(in.to(DType::f64)).contiguous().to_vector<double>();
+      const std::vector<float> xs = in.contiguous().to_vector<float>();
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (std::fabs(truth[i]) >= std::numeric_limits<float>::min() || truth[i] == 0)  // normal results
+          worst = std::max(worst, ulps_from(got[i], truth[i]));
+      INFO("worst " << worst << " ulp");
+      CHECK(worst <= bounds[k].second);
+    }
+    // bf16 widens, computes in f32 and rounds once: the bits of the f32 op on the widened input.
+    Tensor xb = x.to(DType::bf16);
+    CHECK(op(xb).to(DType::f32).to_vector<float>() == op(xb.to(DType::f32)).to(DType::bf16).to(DType::f32).to_vector<float>());
+  }
+}
