@@ -67,9 +67,9 @@ Pool2dGeometry pool2d_geometry(const Shape& xs, IntPair kernel, std::optional<In
 // without the two conversion passes. Their backward is native too when the windows do not
 // overlap (stride >= kernel): every input element then receives at most one gradient, exactly.
 // Overlapping windows sum gradients, which must happen in f32 and round once: the CPU kernel does
-// so natively for bf16 3x3 windows at stride 2 with padding 1 (the stem's) from u8 window offsets
-// on AVX-512 builds (cpu::max_pool2d_backward_sums_in_f32; Note [Max pool 3x3 backward by rows] in
-// ops/cpu/pool_max_3x3_backward_avx512.h); the other overlapping cases (i64 indices, f16, other
+// so natively for 3x3 windows at stride 2 with padding 1 (the stem's) from u8 window offsets on
+// AVX-512 builds (cpu::max_pool2d_backward_sums_in_f32; Note [Max pool 3x3 backward by rows] in
+// ops/cpu/pool_max_3x3_backward_avx512.h); the other overlapping cases (i64 indices, other
 // windows), and every 16-bit case on cuda, take the widening fallback (Note [Reduced-precision
 // fallback]).
 namespace {

@@ -95,6 +95,17 @@ inline __m512i bfloat16_lanes(__m512 v) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
 }
+// float_to_half_bits (core/float16.h) per lane, the bits in each lane's low half: vcvtps2ph rounds
+// to nearest even, to Inf above 65504 and into the subnormals as it does; a NaN becomes the quiet
+// NaN of its sign, as there (the instruction would keep the top of its payload).
+inline __m512i half_lanes(__m512 v) {
+  const __m256i halves = _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i bits = _mm512_maskz_cvtepu16_epi32(0xFFFF, halves);
+  const __m512i sign = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16),
+                                        _mm512_set1_epi32(0x8000));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(bits, nan, sign, _mm512_set1_epi32(0x7E00));
+}
 // The values of bf16 bits held in each lane's low half (exact).
 inline __m512 widen_bfloat16_lanes(__m512i bits) {
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16));

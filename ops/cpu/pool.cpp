@@ -259,7 +259,7 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor
 bool max_pool2d_backward_sums_in_f32(const Pool2dGeometry& g, DType dtype, DType indices) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   // Note [Max pool 3x3 backward by rows]
-  return dtype == DType::bf16 && indices == DType::u8 && is_3x3_stride_2_pad_1(g);
+  return (dtype == DType::bf16 || dtype == DType::f16) && indices == DType::u8 && is_3x3_stride_2_pad_1(g);
 #else
   return false;
 #endif

@@ -1,12 +1,11 @@
 // Max pooling's backward for 3x3 windows at stride 2 with padding 1 (the ResNet stem's pool) with
-// u8 window offsets, f32 and bf16, in AVX-512 registers, over one plane:
+// u8 window offsets, f32, bf16 and f16, in AVX-512 registers, over one plane:
 //   dy (Ho, Wo), offsets (Ho, Wo) in 0..8 (the picked cell, row by row in the window) -> dx (H, W):
 //   each input the sum of the gradients of the windows that picked it, +0 elsewhere, summed in
-//   f32 (bf16: rounded once); Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1 (>= 1), so every input
+//   f32 (bf16 and f16: rounded once); Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1 (>= 1), so every input
 //   lies in a window.
-// Used by ops/cpu/pool.cpp on AVX-512 builds; other windows, i64 plane indices, f16 and f64 keep
-// max_plane_backward's scatter (the op widens f16 gradients of these windows to f32, which then
-// come here, and 16-bit gradients of other overlapping windows).
+// Used by ops/cpu/pool.cpp on AVX-512 builds; other windows, i64 plane indices and f64 keep
+// max_plane_backward's scatter (the op widens 16-bit gradients of other overlapping windows).
 //
 // Note [Max pool 3x3 backward by rows]: the scatter clears the plane and then adds each output's
 // gradient to its cell, one output at a time: a load, an add and a store per output, each waiting
@@ -21,8 +20,8 @@
 // odd columns. Every dx element is then computed in registers and written once, and nothing is
 // cleared. The adds follow the scatter's order (output rows, then columns, from +0), so f32 has the
 // scatter's bits (but where two NaNs of different payloads meet in a cell, either may stay: an add
-// keeps its first operand's, and the compiler may order the operands of either); bf16 sums in f32
-// and rounds once, which is what widening to f32 and narrowing the result gives (Note
+// keeps its first operand's, and the compiler may order the operands of either); bf16 and f16 sum
+// in f32 and round once, which is what widening to f32 and narrowing the result gives (Note
 // [Native 16-bit max pooling] in ops/pool.cpp), without the two conversion passes and f32 copies.
 #pragma once
 
@@ -47,7 +46,7 @@ inline bool is_3x3_stride_2_pad_1(const Pool2dGeometry& g) {  // the geometry of
 
 // The element types of the pass (Note [Max pool 3x3 backward by rows]).
 template <class T>
-inline constexpr bool kRowsBackward = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+inline constexpr bool kRowsBackward = std::is_same_v<T, float> || is_float16_v<T>;
 
 // 16 outputs of a row from column ow0, and the 16 from ow0 + 1 (`next`): gradients as f32 and
 // window offsets, 0 in the lanes past the row's end.
@@ -95,6 +94,7 @@ void store_input_columns(T* row, int64_t columns, __m512 even, __m512 odd) {
   const __m512i high = _mm512_permutex2var_epi32(e, _mm512_load_si512(kHighColumns.lanes), o);
   auto bits = [](__m512i v) {  // each f32 sum rounded to T once
     if constexpr (std::is_same_v<T, BFloat16>) return bfloat16_lanes(_mm512_castsi512_ps(v));
+    else if constexpr (std::is_same_v<T, Half>) return half_lanes(_mm512_castsi512_ps(v));
     else return v;
   };
   PoolLanes<T>::store(first_lanes(int(std::min<int64_t>(16, columns))), row, bits(low));

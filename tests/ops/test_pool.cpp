@@ -355,14 +355,14 @@ TEST_CASE("adaptive_avg_pool2d: bf16 and f16 planes give the bits of pooling wid
 
 // Note [Max pool 3x3 backward by rows]: the stem's 3x3 stride-2 windows with padding 1 take their
 // gradient from u8 window offsets a row of input at a time, and nothing clears dx first. In f32 it
-// must have the bits of the scatter that plane indices take (adds in output order from +0), and
-// in bf16 and f16 those of that f32 scatter rounded once (bf16 natively, f16 widened by the op), so
-// the gradients here are not exact in any order: randn, with -0 and NaNs among them. Ties make
-// neighbouring windows pick the same cell (two and four windows share the odd rows' and columns'
-// cells). The kernel also writes into a dx full of NaN, so a cell it skipped would show. Shapes:
-// one cell; 2 rows and 3 columns (the last window's right column outside); 3 x 2 (the last
-// output row's bottom row outside); 17 outputs a row (a block of 16 and one of 1), 32 (two whole
-// blocks), 31 outputs of a 61-wide row; several planes per task.
+// must have the bits of the scatter that plane indices take (adds in output order from +0), and in
+// bf16 and f16 those of that f32 scatter rounded once, so the gradients here are not exact in any
+// order: randn, with -0 and NaNs among them. Ties make neighbouring windows pick the same cell
+// (two and four windows share the odd rows' and columns' cells). The kernel also writes into a dx
+// full of NaN, so a cell it skipped would show. Shapes: one cell; 2 rows and 3 columns (the last
+// window's right column outside); 3 x 2 (the last output row's bottom row outside); 17 outputs a
+// row (a block of 16 and one of 1), 32 (two whole blocks), 31 outputs of a 61-wide row; several
+// planes per task. (The 16-bit roundings themselves: tests/ops/test_float16_lanes.cpp.)
 TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's bits", "[pool]") {
   for (const Shape& xs : {Shape{1, 1, 1, 1}, Shape{1, 2, 2, 3}, Shape{1, 2, 3, 2}, Shape{2, 3, 5, 33},
                           Shape{1, 1, 6, 64}, Shape{1, 2, 7, 61}, Shape{2, 2, 24, 40}}) {
@@ -380,7 +380,6 @@ TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's b
       max_pool2d_with_indices(b, 3, 2, 1).values.backward(dy_dt.to(DType::f32));
       const Tensor want = b.grad().to(dt);
       check_same_bits(a.grad(), want);
-      if (dt == DType::f16) continue;  // the kernel takes f32 and bf16 (f16 reaches it widened)
       // The kernel alone, into a dx of NaN.
       const Tensor offsets = Tensor::empty(dy.shape(), {.dtype = DType::u8});
       cpu::max_pool2d_forward(g, x32.to(dt), Tensor::empty(dy.shape(), {.dtype = dt}), offsets);
