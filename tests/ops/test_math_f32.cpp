@@ -91,7 +91,7 @@ TEST_CASE("tanh_f32 is within 1.33 ulp of tanh, odd, with tanh(-0) = -0 and the 
   }
 }
 
-TEST_CASE("exp sigmoid and tanh on f32 tensors stay within a few ulp; bf16 rounds their f32 results") {
+TEST_CASE("exp sigmoid and tanh on f32 tensors stay within a few ulp and bf16 rounds their f32 results") {
   Generator gen(7);
   // Long contiguous rows (the vectorised loops), a strided view (the scalar loop), edge values.
   Tensor x = mul(randn({64, 1031}, {}, &gen), 12.0);
