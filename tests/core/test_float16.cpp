@@ -94,6 +94,11 @@ TEST_CASE("float16: f16 handles overflow, subnormals and ties as IEEE binary16")
   CHECK(float(Half::from_bits(0x03ff)) == 1023 * 0x1p-24f);
   CHECK(std::isnan(float(Half(std::numeric_limits<float>::quiet_NaN()))));
   CHECK(Half(-std::numeric_limits<float>::quiet_NaN()).bits == 0xfe00);  // the sign survives
+  // Constant expressions too (Note [Branch-free f16 rounding]: no arithmetic on a NaN, which
+  // Clang refuses to evaluate at compile time).
+  static_assert(float_to_half_bits(std::numeric_limits<float>::quiet_NaN()) == 0x7e00);
+  static_assert(float_to_half_bits(-std::numeric_limits<float>::infinity()) == 0xfc00);
+  static_assert(float_to_half_bits(0x1.8p-24f) == 0x0002);
   for (uint32_t b = 0; b < 0x10000u; ++b) {
     const float f = float(Half::from_bits(uint16_t(b)));
     if (std::isnan(f)) continue;
