@@ -42,7 +42,7 @@ EMBER_HOST_DEVICE constexpr float bfloat16_bits_to_float(uint16_t b) {
 //
 // Note [Branch-free f16 rounding]: every case is computed and one is selected, so the CPU loops
 // that store f16 vectorise (with branches, converting 6.4M floats took 20.7 ms against bf16's
-// 0.5). Normal results rebias the exponent 127 -> 15 and round at bit 13 by adding 0xfff plus the
+// 0.5; half_bits_to_float below likewise, for the loops that read f16). Normal results rebias the exponent 127 -> 15 and round at bit 13 by adding 0xfff plus the
 // bit kept there (ties to even); a carry runs into the exponent, up to Inf's 0x7c00 from 65520.
 // Results below 2^-14 (f16 subnormals and 0) come from one float add: 0.5 + |f| has a spacing of
 // 2^-24, f16's smallest subnormal, so the add rounds |f| to a multiple of it, to nearest even, and
@@ -60,15 +60,14 @@ EMBER_HOST_DEVICE constexpr uint16_t float_to_half_bits(float f) {
   return uint16_t(sign | (abs >= 0x47800000u ? inf_or_nan : finite));  // 65536 and up: Inf
 }
 
+// IEEE binary16 bits -> float, exact; without branches too (Note [Branch-free f16 rounding]).
 EMBER_HOST_DEVICE constexpr float half_bits_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {  // subnormal: mant * 2^-24
-    const float v = float(mant) * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+  const uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
+  const uint32_t inf_or_nan = 0x7f800000u | (mant << 13);
+  const uint32_t subnormal = std::bit_cast<uint32_t>(float(mant) * (1.0f / 16777216.0f));  // mant 2^-24
+  return std::bit_cast<float>(sign | (exp == 0 ? subnormal : exp == 0x1fu ? inf_or_nan : normal));
 }
 
 namespace detail {
