@@ -35,33 +35,32 @@ enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 // `x > 0 ? x : 0`, which would turn a diverging run's NaN into a healthy-looking 0. Vector code
 // uses the unordered compare `not (x <= 0)` (_CMP_NLE_UQ), the same single instruction.
 //
-// Note [Host exp and tanh]: for float the host (CPU loops and the simulator's kernels) takes exp
-// and tanh from ops/math_f32.h, which vectorise and stay within 2-3 ulp, where libm's calls kept
-// every loop of exp, sigmoid and tanh scalar (about 10x slower than relu on the CPU); nvcc's device
-// code keeps CUDA's expf and tanhf (also within 2 ulp). f64 keeps <cmath> everywhere.
+// Note [Host exp and tanh]: for float the host (CPU loops and the simulator's kernels) takes exp,
+// tanh, log and log1p from ops/math_f32.h, which vectorise and stay within 2.5 ulp, where libm's
+// calls kept every loop of exp, sigmoid, tanh, log, log1p and softplus scalar (10-100x slower than
+// relu on the CPU); nvcc's device code keeps CUDA's functions (within 2 ulp). f64 keeps <cmath>.
 namespace fn {
-using std::log;
 
-template <class T> EMBER_HOST_DEVICE T exp(T x) {
+// fn::name(x): name_f32 (ops/math_f32.h) for float on the host, std::name otherwise.
 #if defined(__CUDA_ARCH__)
-  return std::exp(x);
+#define EMBER_HOST_F32(name, f32_form) \
+  template <class T> EMBER_HOST_DEVICE T name(T x) { return std::name(x); }
 #else
-  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
-  else return std::exp(x);
+#define EMBER_HOST_F32(name, f32_form)                                \
+  template <class T> EMBER_HOST_DEVICE T name(T x) {                   \
+    if constexpr (std::is_same_v<T, float>) return f32_form(x);        \
+    else return std::name(x);                                          \
+  }
 #endif
-}
-template <class T> EMBER_HOST_DEVICE T tanh(T x) {
-#if defined(__CUDA_ARCH__)
-  return std::tanh(x);
-#else
-  if constexpr (std::is_same_v<T, float>) return tanh_f32(x);
-  else return std::tanh(x);
-#endif
-}
+EMBER_HOST_F32(exp, exp_f32)
+EMBER_HOST_F32(tanh, tanh_f32)
+EMBER_HOST_F32(log, log_f32)
+EMBER_HOST_F32(log1p, log1p_f32)
+#undef EMBER_HOST_F32
 
 template <class T> EMBER_HOST_DEVICE T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
 // Softplus with PyTorch's defaults (beta 1, threshold 20): linear above the threshold.
-template <class T> EMBER_HOST_DEVICE T softplus(T x) { return x > T(20) ? x : std::log1p(exp(x)); }
+template <class T> EMBER_HOST_DEVICE T softplus(T x) { return x > T(20) ? x : log1p(exp(x)); }
 // Exact GELU: x * Phi(x).
 template <class T> EMBER_HOST_DEVICE T gelu(T x) {
   return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
@@ -81,8 +80,8 @@ struct UnaryFn {
     else if constexpr (op == UnaryOp::abs) { if constexpr (std::is_unsigned_v<T>) return x; else return x < T(0) ? -x : x; }
     else if constexpr (op == UnaryOp::sign) { if constexpr (std::is_unsigned_v<T>) return T(x > T(0)); else return T((x > T(0)) - (x < T(0))); }
     else if constexpr (op == UnaryOp::exp) return fn::exp(x);
-    else if constexpr (op == UnaryOp::log) return std::log(x);
-    else if constexpr (op == UnaryOp::log1p) return std::log1p(x);
+    else if constexpr (op == UnaryOp::log) return fn::log(x);
+    else if constexpr (op == UnaryOp::log1p) return fn::log1p(x);
     else if constexpr (op == UnaryOp::sqrt) return std::sqrt(x);
     else if constexpr (op == UnaryOp::rsqrt) return T(1) / std::sqrt(x);
     else if constexpr (op == UnaryOp::square) return x * x;

@@ -83,7 +83,7 @@ inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_s
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// bf16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain ones take
+// bf16 and f16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain ones take
 // an "undefined" source that its -Wmaybe-uninitialized flags at every use).
 // float_to_bfloat16_bits (core/float16.h) per lane, the bits in each lane's low half: round to
 // nearest even, NaN quieted.
@@ -96,7 +96,7 @@ inline __m512i bfloat16_lanes(__m512 v) {
   return _mm512_mask_or_epi32(bits, nan, high, _mm512_set1_epi32(0x40));
 }
 // float_to_half_bits (core/float16.h) per lane, the bits in each lane's low half: vcvtps2ph rounds
-// to nearest even, to Inf above 65504 and into the subnormals as it does; a NaN becomes the quiet
+// to nearest even, to Inf from 65520 and into the subnormals as it does; a NaN becomes the quiet
 // NaN of its sign, as there (the instruction would keep the top of its payload).
 inline __m512i half_lanes(__m512 v) {
   const __m256i halves = _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -6,9 +6,9 @@
 //
 // Note [Vectorisable exp]: std::exp(float) is a libm call, which stops GCC from vectorising the
 // loop around it unless -ffast-math is on (it is not: ember keeps IEEE semantics); so do
-// std::floor and std::fmin, hence the ternary clamps and the 1.5 * 2^23 rounding trick. For f32 this
-// is Cephes' expf instead, all branch-free arithmetic (Note [Exp by parts] in ops/math_f32.h),
-// within 2 ulp over the normal range. Results that would be subnormal (x < -87.3) flush to 0,
+// std::floor and std::fmin, hence ternary clamps here and a rounding trick in ops/math_f32.h. For
+// f32 this is Cephes' expf instead, all branch-free arithmetic (Note [Exp by parts] there),
+// within 1.02 ulp over the normal range. Results that would be subnormal (x < -87.3) flush to 0,
 // which no softmax or log-sum-exp can notice next to a term of 1 (fn::exp_f32 keeps them).
 // f64 (used by gradcheck) keeps std::exp.
 #pragma once
@@ -25,7 +25,7 @@ namespace ember::cpu {
 
 inline float fast_exp(float x) {
   constexpr float kMin = -87.3365447f, kMax = 88.3762626f;
-  const float lo = x < kMin ? kMin : x;
+  const float lo = x >= kMin ? x : kMin;  // NaN takes kMin: no float -> int conversion of a NaN
   const fn::ExpParts e = fn::exp_parts(lo > kMax ? kMax : lo);
   const float scaled = e.p * fn::exp2_int(e.n);
   const float big = x > kMax ? std::numeric_limits<float>::infinity() : scaled;

@@ -380,7 +380,8 @@ TEST_CASE("max_pool2d: the 3x3 stride-2 backward by rows has the f32 scatter's b
       max_pool2d_with_indices(b, 3, 2, 1).values.backward(dy_dt.to(DType::f32));
       const Tensor want = b.grad().to(dt);
       check_same_bits(a.grad(), want);
-      // The kernel alone, into a dx of NaN.
+      // The kernel alone, into a dx of NaN (16-bit: where it sums in f32, as on AVX-512 builds).
+      if (dt != DType::f32 && !cpu::max_pool2d_backward_sums_in_f32(g, dt, DType::u8)) continue;
       const Tensor offsets = Tensor::empty(dy.shape(), {.dtype = DType::u8});
       cpu::max_pool2d_forward(g, x32.to(dt), Tensor::empty(dy.shape(), {.dtype = dt}), offsets);
       const Tensor dx = full(xs, std::numeric_limits<double>::quiet_NaN(), {.dtype = dt});
