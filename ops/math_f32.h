@@ -1,8 +1,8 @@
-// exp, tanh, log and log1p of a float in branch-free arithmetic, so that the host compiler vectorises
-// the loops that call them (libm's functions are calls, which keep a loop scalar: Note [Vectorisable
-// exp] in ops/cpu/vec_math.h). The elementwise functors use them for f32 and for the f32 compute
-// type of bf16 and f16 on the host (CPU loops and the SIMT simulator); nvcc's device code keeps
-// CUDA's own.
+// exp, tanh, log and log1p of a float in branch-free arithmetic, so that the host compiler
+// vectorises the loops that call them (libm's functions are calls, which keep a loop scalar: Note
+// [Vectorisable exp] in ops/cpu/vec_math.h). The elementwise functors use them for f32 and for the
+// f32 compute type of bf16 and f16 on the host (CPU loops and the SIMT simulator); nvcc's device
+// code keeps CUDA's own.
 //
 //   float y = fn::exp_f32(x);     // within 1.02 ulp of exp(x) for every float x
 //   float t = fn::tanh_f32(x);    // within 1.34 ulp of tanh(x)
@@ -90,8 +90,8 @@ inline float tanh_f32(float x) {
 }
 
 inline float log_f32(float x) {
-  constexpr float kSmallestNormal = 1.17549435e-38f, kInf = std::numeric_limits<float>::infinity();
-  const bool subnormal = x < kSmallestNormal;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const bool subnormal = x < std::numeric_limits<float>::min();  // below the smallest normal
   const uint32_t bits = std::bit_cast<uint32_t>(subnormal ? x * 8388608.0f : x);  // 2^23
   const bool low = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f000000u) < 0.707106781186547524f;
   // m in [0.5, 1) from the bits, doubled below sqrt(1/2) (its exponent one less), minus 1.

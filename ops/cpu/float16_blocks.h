@@ -83,8 +83,8 @@ inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_s
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// bf16 and f16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain ones take
-// an "undefined" source that its -Wmaybe-uninitialized flags at every use).
+// bf16 and f16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain
+// ones take an "undefined" source that its -Wmaybe-uninitialized flags at every use).
 // float_to_bfloat16_bits (core/float16.h) per lane, the bits in each lane's low half: round to
 // nearest even, NaN quieted.
 inline __m512i bfloat16_lanes(__m512 v) {

@@ -2,8 +2,8 @@
 // u8 window offsets, f32, bf16 and f16, in AVX-512 registers, over one plane:
 //   dy (Ho, Wo), offsets (Ho, Wo) in 0..8 (the picked cell, row by row in the window) -> dx (H, W):
 //   each input the sum of the gradients of the windows that picked it, +0 elsewhere, summed in
-//   f32 (bf16 and f16: rounded once); Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1 (>= 1), so every input
-//   lies in a window.
+//   f32 (bf16 and f16: rounded once); Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1 (>= 1), so
+//   every input lies in a window.
 // Used by ops/cpu/pool.cpp on AVX-512 builds; other windows, i64 plane indices and f64 keep
 // max_plane_backward's scatter (the op widens 16-bit gradients of other overlapping windows).
 //
