@@ -184,4 +184,11 @@ struct InComputeType {
 template <class F>
 EMBER_HOST_DEVICE InComputeType<F> in_compute_type(F f) { return {f}; }
 
+// Whether F is an InComputeType, whose operands may be given already widened (the CPU's f16
+// loops, Note [f16 loops in blocks] in ops/cpu/loops.h).
+template <class F>
+inline constexpr bool is_in_compute_type_v = false;
+template <class F>
+inline constexpr bool is_in_compute_type_v<InComputeType<F>> = true;
+
 }  // namespace ember

@@ -74,7 +74,9 @@ void copy(const Tensor& src, const Tensor& dst) {
   const auto L = make_layout(dst, {&src});
   dispatch_all(dst.dtype(), "copy", [&]<class D>(TypeTag<D>) {
     dispatch_all(src.dtype(), "copy", [&]<class S>(TypeTag<S>) {
-      cpu_elementwise<D, S>(L, [](S v) { return static_cast<D>(v); });
+      // In compute types, so that f16 copies run in blocks (Note [f16 loops in blocks]): the
+      // same conversions as static_cast<D>(S), whose 16-bit cases go through float too.
+      cpu_elementwise<D, S>(L, in_compute_type([](compute_t<S> v) { return static_cast<compute_t<D>>(v); }));
     });
   });
 }

@@ -31,50 +31,6 @@ namespace ember::cpu {
 template <class T>
 using storage_t = std::conditional_t<is_float16_v<T>, uint16_t, T>;
 
-template <int N, class T>
-inline void load_bits(const T* src, storage_t<T>* bits) {
-  std::memcpy(bits, src, N * sizeof(T));
-}
-
-template <int N, class T>
-inline void store_bits(const storage_t<T>* bits, T* dst) {
-  std::memcpy(dst, bits, N * sizeof(T));
-}
-
-// The values of N stored elements (exact).
-template <int N, class T>
-inline void widen_bits(const storage_t<T>* bits, compute_t<T>* v) {
-  for (int j = 0; j < N; ++j) {
-    if constexpr (std::is_same_v<T, BFloat16>) v[j] = bfloat16_bits_to_float(bits[j]);
-    else if constexpr (std::is_same_v<T, Half>) v[j] = half_bits_to_float(bits[j]);
-    else v[j] = bits[j];
-  }
-}
-
-template <int N, class T>
-inline void load_block(const T* src, compute_t<T>* v) {
-  storage_t<T> bits[N];
-  load_bits<N>(src, bits);
-  widen_bits<N, T>(bits, v);
-}
-
-// The stored form of N values, each rounded once (as T(v[j]) would).
-template <int N, class T>
-inline void narrow_bits(const compute_t<T>* v, storage_t<T>* bits) {
-  for (int j = 0; j < N; ++j) {
-    if constexpr (std::is_same_v<T, BFloat16>) bits[j] = float_to_bfloat16_bits(v[j]);
-    else if constexpr (std::is_same_v<T, Half>) bits[j] = float_to_half_bits(v[j]);
-    else bits[j] = v[j];
-  }
-}
-
-template <int N, class T>
-inline void store_block(const compute_t<T>* v, T* dst) {
-  storage_t<T> bits[N];
-  narrow_bits<N, T>(v, bits);
-  store_bits<N>(bits, dst);
-}
-
 #if defined(__AVX512F__)
 // The `lanes` of 16 values at src as f32 (exactly); the other lanes are 0 and not read.
 inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, src); }
@@ -110,6 +66,19 @@ inline __m512i half_lanes(__m512 v) {
 inline __m512 widen_bfloat16_lanes(__m512i bits) {
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16));
 }
+// half_bits_to_float (core/float16.h) of 16 halves, exactly: vcvtph2ps sets a NaN's quiet bit,
+// which the scalar leaves as the half had it (bit 9, the float's bit 22), so a signalling NaN
+// gets that bit cleared again.
+inline __m512 widen_half_lanes(__m256i halves) {
+  const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, halves);
+  const __m512i bits = _mm512_maskz_cvtepu16_epi32(0xFFFF, halves);
+  const __m512i quiet_bit = _mm512_set1_epi32(0x00400000);
+  const __m512i half_quiet_bit = _mm512_maskz_slli_epi32(0xFFFF, bits, 13);  // in the float's place
+  const __m512i set_by_widening = _mm512_maskz_andnot_epi32(0xFFFF, half_quiet_bit, quiet_bit);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_castsi512_ps(
+      _mm512_mask_xor_epi32(_mm512_castps_si512(v), nan, _mm512_castps_si512(v), set_by_widening));
+}
 
 inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
   return widen_bfloat16_lanes(_mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, src)));
@@ -118,6 +87,70 @@ inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
   _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bfloat16_lanes(v));
 }
 #endif
+
+template <int N, class T>
+inline void load_bits(const T* src, storage_t<T>* bits) {
+  std::memcpy(bits, src, N * sizeof(T));
+}
+
+template <int N, class T>
+inline void store_bits(const storage_t<T>* bits, T* dst) {
+  std::memcpy(dst, bits, N * sizeof(T));
+}
+
+// Note [f16 blocks in lanes]: GCC 12 vectorises the scalar f16 conversions of core/float16.h
+// (Note [Branch-free f16 rounding]) at about 60 instructions per 16 elements each way, which made
+// an f16 relu cost 3x a bf16 one; blocks of 16 f16 values convert with vcvtph2ps / vcvtps2ph
+// instead (widen_half_lanes, half_lanes: the scalar's bits, NaNs included).
+
+// The values of N stored elements (exact).
+template <int N, class T>
+inline void widen_bits(const storage_t<T>* bits, compute_t<T>* v) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, Half> && N % 16 == 0) {  // Note [f16 blocks in lanes]
+    for (int j = 0; j < N; j += 16)
+      _mm512_storeu_ps(v + j, widen_half_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + j))));
+    return;
+  }
+#endif
+  for (int j = 0; j < N; ++j) {
+    if constexpr (std::is_same_v<T, BFloat16>) v[j] = bfloat16_bits_to_float(bits[j]);
+    else if constexpr (std::is_same_v<T, Half>) v[j] = half_bits_to_float(bits[j]);
+    else v[j] = bits[j];
+  }
+}
+
+template <int N, class T>
+inline void load_block(const T* src, compute_t<T>* v) {
+  storage_t<T> bits[N];
+  load_bits<N>(src, bits);
+  widen_bits<N, T>(bits, v);
+}
+
+// The stored form of N values, each rounded once (as T(v[j]) would).
+template <int N, class T>
+inline void narrow_bits(const compute_t<T>* v, storage_t<T>* bits) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, Half> && N % 16 == 0) {  // Note [f16 blocks in lanes]
+    for (int j = 0; j < N; j += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + j),
+                          _mm512_maskz_cvtepi32_epi16(0xFFFF, half_lanes(_mm512_loadu_ps(v + j))));
+    return;
+  }
+#endif
+  for (int j = 0; j < N; ++j) {
+    if constexpr (std::is_same_v<T, BFloat16>) bits[j] = float_to_bfloat16_bits(v[j]);
+    else if constexpr (std::is_same_v<T, Half>) bits[j] = float_to_half_bits(v[j]);
+    else bits[j] = v[j];
+  }
+}
+
+template <int N, class T>
+inline void store_block(const compute_t<T>* v, T* dst) {
+  storage_t<T> bits[N];
+  narrow_bits<N, T>(v, bits);
+  store_bits<N>(bits, dst);
+}
 
 // Calls f(TypeTag<T>{}) for f32, f64, bf16 and f16: the kernels that read 16-bit values natively
 // and compute in compute_t<T>; anything else is an error naming `op`.

@@ -8,10 +8,14 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/cpu/float16_blocks.h"
+#include "ops/elementwise_functors.h"
 #include "ops/elementwise_layout.h"
 
 namespace ember::cpu {
@@ -20,6 +24,44 @@ namespace ember::cpu {
 constexpr int64_t kElementwiseGrain = 32768;
 
 namespace detail {
+
+// Note [f16 loops in blocks]: the plain loop, o[i] = f(x[i]), converts each f16 element through
+// core/float16.h's software conversions (Note [f16 blocks in lanes] in ops/cpu/float16_blocks.h:
+// an f16 relu cost 3x a bf16 one). A loop with an f16 operand whose f takes widened operands (an
+// InComputeType) runs in blocks of 16 instead: its f16 inputs widened by vcvtph2ps into arrays,
+// f's own function over them, the results rounded by vcvtps2ph, and the tail in the plain loop.
+// The same bits as the plain loop. bf16's conversions are shifts, which vectorise well in it.
+template <class Out, class F, class... In>
+inline constexpr bool kRunsInBlocks =
+    (std::is_same_v<Out, Half> || (std::is_same_v<In, Half> || ...)) && is_in_compute_type_v<F>;
+constexpr int64_t kBlock = 16;
+
+// The unit-stride loop in blocks (bit k of Broadcast: input k is one value); returns the
+// elements done, a multiple of kBlock.
+template <unsigned Broadcast, class Out, class... In, class F, size_t... I>
+inline int64_t run_in_blocks(Out* o, const std::array<const char*, sizeof...(In)>& in, int64_t n, F& f,
+                             std::index_sequence<I...>) {
+  using Inputs = std::tuple<In...>;
+  std::tuple<std::array<compute_t<In>, kBlock>...> v;  // the inputs' blocks, widened
+  auto input = [&]<size_t K>(std::integral_constant<size_t, K>) {
+    return reinterpret_cast<const std::tuple_element_t<K, Inputs>*>(in[K]);
+  };
+  auto load = [&]<size_t K>(std::integral_constant<size_t, K> k, int64_t at) {
+    if constexpr ((Broadcast >> K) & 1u) {
+      if (at == 0) std::get<K>(v).fill(compute_t<std::tuple_element_t<K, Inputs>>(input(k)[0]));
+    } else {
+      load_block<kBlock>(input(k) + at, std::get<K>(v).data());
+    }
+  };
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    (load(std::integral_constant<size_t, I>{}, i), ...);
+    compute_t<Out> r[kBlock];
+    for (int64_t j = 0; j < kBlock; ++j) r[j] = f.f(std::get<I>(v)[j]...);
+    store_block<kBlock>(r, o + i);
+  }
+  return i;
+}
 
 // Runs n elements from the given pointers. The common stride patterns (every input unit-stride
 // or broadcast) get loops the compiler can vectorise; anything else takes the strided loop.
@@ -41,7 +83,10 @@ inline void run_inner(Out* o, int64_t so, const std::array<const char*, sizeof..
     }
     if (unit) {
       auto go = [&]<unsigned M>(std::integral_constant<unsigned, M>) {
-        for (int64_t i = 0; i < n; ++i)
+        int64_t i = 0;
+        if constexpr (kRunsInBlocks<Out, F, In...>)  // Note [f16 loops in blocks]
+          i = run_in_blocks<M, Out, In...>(o, in, n, f, std::index_sequence<I...>{});
+        for (; i < n; ++i)
           o[i] = f(ptr(std::integral_constant<size_t, I>{})[((M >> I) & 1u) ? 0 : i]...);
       };
       if constexpr (N == 1) {

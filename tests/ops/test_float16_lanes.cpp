@@ -62,3 +62,23 @@ TEST_CASE("bfloat16_lanes and half_lanes round every lane as core/float16.h does
   EMBER_SKIP("an AVX-512 build only");
 #endif
 }
+
+TEST_CASE("widen_half_lanes gives every half the float of core/float16.h, signalling NaNs included", "[f16]") {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  int mismatches = 0;
+  for (uint32_t h0 = 0; h0 < 65536; h0 += 16) {
+    alignas(32) uint16_t halves[16];
+    for (uint32_t j = 0; j < 16; ++j) halves[j] = uint16_t(h0 + j);
+    alignas(64) uint32_t got[16];
+    _mm512_store_si512(got, _mm512_castps_si512(cpu::widen_half_lanes(_mm256_load_si256(
+                                reinterpret_cast<const __m256i*>(halves)))));
+    for (uint32_t j = 0; j < 16; ++j) {
+      const uint32_t want = std::bit_cast<uint32_t>(half_bits_to_float(halves[j]));
+      if (got[j] != want && ++mismatches <= 5) FAIL_CHECK("half " << halves[j] << ": " << got[j] << " vs " << want);
+    }
+  }
+  CHECK(mismatches == 0);
+#else
+  EMBER_SKIP("an AVX-512 build only");
+#endif
+}
