@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "ops/kernels.h"
+#include "ops/cpu/float16_blocks.h"
 #include "ops/cpu/loops.h"
 
 namespace ember::cpu {
@@ -74,9 +75,13 @@ void copy(const Tensor& src, const Tensor& dst) {
   const auto L = make_layout(dst, {&src});
   dispatch_all(dst.dtype(), "copy", [&]<class D>(TypeTag<D>) {
     dispatch_all(src.dtype(), "copy", [&]<class S>(TypeTag<S>) {
-      // In compute types, so that f16 copies run in blocks (Note [f16 loops in blocks]): the
-      // same conversions as static_cast<D>(S), whose 16-bit cases go through float too.
-      cpu_elementwise<D, S>(L, in_compute_type([](compute_t<S> v) { return static_cast<compute_t<D>>(v); }));
+      if constexpr (std::is_same_v<D, S>) {  // the bits as they are (NaN payloads kept)
+        cpu_elementwise<storage_t<D>, storage_t<S>>(L, [](storage_t<S> v) { return v; });
+      } else {
+        // In compute types, so that f16 conversions run in blocks (Note [f16 loops in blocks]):
+        // the same values as static_cast<D>(S), whose 16-bit cases go through float too.
+        cpu_elementwise<D, S>(L, in_compute_type([](compute_t<S> v) { return static_cast<compute_t<D>>(v); }));
+      }
     });
   });
 }

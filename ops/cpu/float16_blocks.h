@@ -38,6 +38,13 @@ inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_ma
 inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_storeu_ps(dst, lanes, v); }
 #endif
 
+// Whether the build has the 16-bit lanes below (AVX-512 F, BW and VL).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+inline constexpr bool kFloat16Lanes = true;
+#else
+inline constexpr bool kFloat16Lanes = false;
+#endif
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // bf16 and f16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain
 // ones take an "undefined" source that its -Wmaybe-uninitialized flags at every use).
@@ -68,9 +75,9 @@ inline __m512 widen_bfloat16_lanes(__m512i bits) {
 }
 // half_bits_to_float (core/float16.h) of 16 halves, exactly: vcvtph2ps sets a NaN's quiet bit,
 // which the scalar leaves as the half had it (bit 9, the float's bit 22), so a signalling NaN
-// gets that bit cleared again.
+// gets that bit cleared again (and the conversion raises no invalid-operation flag for it).
 inline __m512 widen_half_lanes(__m256i halves) {
-  const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, halves);
+  const __m512 v = _mm512_maskz_cvt_roundph_ps(0xFFFF, halves, _MM_FROUND_NO_EXC);
   const __m512i bits = _mm512_maskz_cvtepu16_epi32(0xFFFF, halves);
   const __m512i quiet_bit = _mm512_set1_epi32(0x00400000);
   const __m512i half_quiet_bit = _mm512_maskz_slli_epi32(0xFFFF, bits, 13);  // in the float's place
@@ -101,7 +108,8 @@ inline void store_bits(const storage_t<T>* bits, T* dst) {
 // Note [f16 blocks in lanes]: GCC 12 vectorises the scalar f16 conversions of core/float16.h
 // (Note [Branch-free f16 rounding]) at about 60 instructions per 16 elements each way, which made
 // an f16 relu cost 3x a bf16 one; blocks of 16 f16 values convert with vcvtph2ps / vcvtps2ph
-// instead (widen_half_lanes, half_lanes: the scalar's bits, NaNs included).
+// instead (widen_half_lanes, half_lanes: the scalar's bits, NaNs included) where the build has
+// them (kFloat16Lanes).
 
 // The values of N stored elements (exact).
 template <int N, class T>

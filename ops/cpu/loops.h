@@ -30,10 +30,12 @@ namespace detail {
 // an f16 relu cost 3x a bf16 one). A loop with an f16 operand whose f takes widened operands (an
 // InComputeType) runs in blocks of 16 instead: its f16 inputs widened by vcvtph2ps into arrays,
 // f's own function over them, the results rounded by vcvtps2ph, and the tail in the plain loop.
-// The same bits as the plain loop. bf16's conversions are shifts, which vectorise well in it.
+// The same bits as the plain loop. Builds without the lanes (kFloat16Lanes) keep the plain loop:
+// with scalar conversions in them, blocks of bf16 ran exp 9x slower than the plain loop. bf16's
+// conversions are shifts, which vectorise well in the plain loop.
 template <class Out, class F, class... In>
 inline constexpr bool kRunsInBlocks =
-    (std::is_same_v<Out, Half> || (std::is_same_v<In, Half> || ...)) && is_in_compute_type_v<F>;
+    kFloat16Lanes && (std::is_same_v<Out, Half> || (std::is_same_v<In, Half> || ...)) && is_in_compute_type_v<F>;
 constexpr int64_t kBlock = 16;
 
 // The unit-stride loop in blocks (bit k of Broadcast: input k is one value); returns the
@@ -46,13 +48,14 @@ inline int64_t run_in_blocks(Out* o, const std::array<const char*, sizeof...(In)
   auto input = [&]<size_t K>(std::integral_constant<size_t, K>) {
     return reinterpret_cast<const std::tuple_element_t<K, Inputs>*>(in[K]);
   };
-  auto load = [&]<size_t K>(std::integral_constant<size_t, K> k, int64_t at) {
-    if constexpr ((Broadcast >> K) & 1u) {
-      if (at == 0) std::get<K>(v).fill(compute_t<std::tuple_element_t<K, Inputs>>(input(k)[0]));
-    } else {
-      load_block<kBlock>(input(k) + at, std::get<K>(v).data());
-    }
+  auto broadcast = [&]<size_t K>(std::integral_constant<size_t, K> k) {
+    if constexpr ((Broadcast >> K) & 1u) std::get<K>(v).fill(compute_t<std::tuple_element_t<K, Inputs>>(input(k)[0]));
   };
+  auto load = [&]<size_t K>(std::integral_constant<size_t, K> k, int64_t at) {
+    if constexpr (!((Broadcast >> K) & 1u)) load_block<kBlock>(input(k) + at, std::get<K>(v).data());
+  };
+  if (n < kBlock) return 0;
+  (broadcast(std::integral_constant<size_t, I>{}), ...);
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
     (load(std::integral_constant<size_t, I>{}, i), ...);

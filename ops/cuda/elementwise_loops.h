@@ -5,7 +5,7 @@
 //   launch_elementwise<float, float, float>(out, {&a, &b}, BinaryFn<BinaryOp::add>{});
 //
 // Note [Elementwise layout on the device]: the host coalesces dims exactly as the CPU loops do
-// (make_layout, Note [Coalescing] in ops/cpu/loops.h) and passes the result BY VALUE in a
+// (make_layout, Note [Coalescing] in ops/elementwise_layout.h) and passes the result BY VALUE in a
 // fixed-size struct (like PyTorch's OffsetCalculator): no device copy of shapes, no sync. When
 // every operand is one unit-stride run (`dense`), the kernel is a plain grid-stride loop;
 // otherwise each thread turns its linear index into per-operand offsets with one divmod per

@@ -1,7 +1,8 @@
-// The AVX-512 16-bit roundings of ops/cpu/float16_blocks.h (bfloat16_lanes, half_lanes) against
-// core/float16.h's scalar conversions, which the rest of ember rounds with: every lane must have
-// the scalar's bits, for a sweep over the float bit patterns and the values where the formats
-// differ most (ties, the edge of overflow, subnormal results, NaNs with payloads, -0).
+// The AVX-512 16-bit conversions of ops/cpu/float16_blocks.h (the roundings bfloat16_lanes and
+// half_lanes, the widening widen_half_lanes) against core/float16.h's scalar conversions, which
+// the rest of ember converts with: every lane must have the scalar's bits, for a sweep over the
+// float bit patterns and the values where the formats differ most (ties, the edge of overflow,
+// subnormal results, NaNs with payloads, -0), and for every half.
 #include <bit>
 #include <cmath>
 #include <cstdint>

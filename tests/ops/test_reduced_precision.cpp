@@ -97,6 +97,28 @@ TEST_CASE("reduced precision: f16 loops convert every bit pattern as the scalar 
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("reduced precision: copies within a 16-bit dtype keep every bit, NaN payloads included", "[ops][f16]") {
+  // Signalling and quiet NaNs with payloads of both signs, beside ordinary values; the copies
+  // within a dtype move bits (converting through float would quiet or canonicalise the NaNs).
+  const uint16_t half_nans[] = {0x7C01, 0x7E05, 0xFC01, 0xFE7F}, bf16_nans[] = {0x7F81, 0x7FC5, 0xFF81, 0xFFFF};
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const int64_t rows = 4, cols = 40;
+    const Tensor x = Tensor::empty({rows, cols}, {.dtype = low});
+    auto bits = [low](const Tensor& t, int64_t i) -> uint16_t& {
+      return low == DType::f16 ? t.data<Half>()[i].bits : t.data<BFloat16>()[i].bits;
+    };
+    for (int64_t i = 0; i < rows * cols; ++i)
+      bits(x, i) = i % 3 == 0 ? (low == DType::f16 ? half_nans : bf16_nans)[i % 4] : uint16_t(0x3C00 + i);
+    const Tensor cloned = x.clone(), transposed = x.t().contiguous();  // unit-stride, then strided
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        CHECK(bits(cloned, r * cols + c) == bits(x, r * cols + c));
+        CHECK(bits(transposed, c * rows + r) == bits(x, r * cols + c));
+      }
+  }
+}
+
 TEST_CASE("reduced precision: reductions accumulate in f32 or better", "[ops][f16]") {
   for (DType low : kLow) {
     INFO(dtype_name(low));
