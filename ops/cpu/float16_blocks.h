@@ -38,14 +38,8 @@ inline __m512 load_widened(const float* src, __mmask16 lanes) { return _mm512_ma
 inline void store_rounded(float* dst, __m512 v, __mmask16 lanes) { _mm512_mask_storeu_ps(dst, lanes, v); }
 #endif
 
-// Whether the build has the 16-bit lanes below (AVX-512 F, BW and VL).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-inline constexpr bool kFloat16Lanes = true;
-#else
-inline constexpr bool kFloat16Lanes = false;
-#endif
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+inline constexpr bool kFloat16Lanes = true;  // the build has the 16-bit lanes below
 // bf16 and f16 in AVX-512 lanes (the masked forms of the shifts and conversions: GCC 12's plain
 // ones take an "undefined" source that its -Wmaybe-uninitialized flags at every use).
 // float_to_bfloat16_bits (core/float16.h) per lane, the bits in each lane's low half: round to
@@ -93,6 +87,8 @@ inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
 inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
   _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bfloat16_lanes(v));
 }
+#else
+inline constexpr bool kFloat16Lanes = false;
 #endif
 
 template <int N, class T>
