@@ -8,6 +8,7 @@
 #include "ops/creation.h"
 #include "ops/kernels.h"
 #include "ops/metric_rules.h"
+#include "ops/padded_rows.h"
 
 namespace ember {
 
@@ -20,7 +21,9 @@ Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor
   EMBER_CHECK(options.scale > 0, kOp, ": expected scale > 0, got ", options.scale);
   const double margin = options.margin_degrees * (kArcFacePi / 180);  // np.radians
   const Tensor e = normalize_rows(embeddings);
-  const Tensor w = normalize_rows(W.t());  // PML normalises W's columns; contiguous (C, D), no copy
+  // PML normalises W's columns; they stay columns (Note [Class weights as columns] in
+  // ops/cpu/cross_operand.h), rows padded, and dw gets w's strides.
+  const Tensor w = normalize_columns(W);
   const Tensor y = labels.contiguous();
   const PairTiles tiles = pair_tiles();
   const Tensor stats = Tensor::empty({e.size(0)}, {.dtype = DType::f64, .device = e.device()});
@@ -29,7 +32,7 @@ Tensor arcface_loss(const Tensor& embeddings, const Tensor& labels, const Tensor
   // Only the gradients wanted: frozen class weights or embeddings skip theirs (on the CPU).
   const bool wants_grad = autograd::needs_grad({e, w});
   Tensor de = autograd::needs_grad(e) ? Tensor::empty(e.shape(), e.options()) : Tensor();
-  Tensor dw = autograd::needs_grad(w) ? Tensor::empty(w.shape(), w.options()) : Tensor();
+  Tensor dw = autograd::needs_grad(w) ? empty_padded_rows(w.size(0), w.size(1), w.options()) : Tensor();
   arcface_forward_kernel(e.device(), tiles, e, w, y, margin, options.scale, stats, loss, de, dw);
   if (wants_grad)
     autograd::record(kOp, {e, w}, loss, [de, dw](const Tensor& grad) mutable -> autograd::TensorList {

@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "core/tensor.h"
-#include "ops/normalize.h"  // normalize_rows: PML's normalisation
+#include "ops/normalize.h"  // normalize_rows, normalize_columns: PML's normalisation
 #include "ops/pair_tiles.h"
 
 namespace ember {

@@ -227,7 +227,7 @@ inline bool adaptive_windows_partition(int64_t H, int64_t W, int64_t Ho, int64_t
 // the GEMM's epilogue, so neither costs a pass of its own). CPU: f32, f64, bf16.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Activation act, const Tensor& y);
 
-// ---- row normalisation (normalize.cpp) -----------------------------------------------------------
+// ---- row and column normalisation (normalize.cpp) ---------------------------------------------
 // x: (R, D) any strides, f32/f64 -> y: (R, D) contiguous, y_r = x_r / max(n_r, eps); norms: (R)
 // contiguous, x's dtype, n_r = ||x_r|| (before the clamp). NaN norms stay NaN in the clamp.
 void normalize_rows_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms);
@@ -236,20 +236,31 @@ void normalize_rows_forward(const Tensor& x, double eps, const Tensor& y, const 
 // dx_r = grad_r / max(n_r, eps) + c_r y_r with c_r = -sum(grad_r / max(n_r, eps) * y_r) where
 // n_r >= eps, else 0 (Note [Fused row normalisation] in ops/normalize.cpp).
 void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps, const Tensor& dx);
+// Column normalisation (normalize_columns: ArcFace's W (D, C), PML's layout): x (R, C)
+// contiguous, f32/f64 -> y (R, C), rows y.stride(0) >= C apart, unit column stride,
+// y_:c = x_:c / max(n_c, eps); norms (C) contiguous, x's dtype, n_c = ||x_:c||. Sums run down each
+// column in order, in double, so y and n have the bits of normalize_rows_forward of x.t().
+void normalize_columns_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms);
+// grad, y (R, C), each with unit column stride and any row stride; norms (C), eps as the forward
+// had them -> dx (R, C), unit column stride, any row stride, which may be grad itself (each
+// element is read before it is written): normalize_rows_backward's formula down each column.
+void normalize_columns_backward(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps,
+                                const Tensor& dx);
 
 // ---- metric-learning losses (ntxent.cpp, ...) ------------------------------------------------
 // e: (B, D) contiguous L2-normalised rows, f32/f64; labels: (B) i64; `tiles`: how the B x B
 // similarities s_ij = e_i . e_j are streamed (ops/pair_tiles.h; no kernel holds the matrix).
 // Scalar rules and pair conventions: ops/metric_rules.h.
 //
-// ArcFace -> w: (C, D) contiguous L2-normalised class weights (PML's W (D, C) columns, as rows),
-// e's dtype; margin in radians. Logits x_ic = arcface_logit(c == y_i, e_i . w_c, margin, scale);
-// stats (B) f64: lse_i = log sum_c exp(x_ic); loss (0-d, e's dtype): the mean over rows of
-// lse_i - x_iy_i (0 for B = 0); de (B, D), dw (C, D), each defined where that gradient is
-// wanted: the loss's gradient at grad 1 (Note [Gradient in the forward] in
-// ops/cpu/triplet_tiled.cpp; the CPU computes only the defined ones, CUDA both). The
-// B x C cosines are never held whole (CPU: blocks of whole rows or tiles, `tiles` bounding both).
-// A label outside [0, C) is an Error naming it.
+// ArcFace -> w: (D, C) L2-normalised class weights in PML's layout, a class's weights a column,
+// rows w.stride(0) >= C apart, unit column stride (normalize_columns pads the rows: Note [Padded
+// rows] in ops/padded_rows.h), e's dtype; margin in radians. Logits
+// x_ic = arcface_logit(c == y_i, e_i . w_c, margin, scale); stats (B) f64: lse_i = log sum_c
+// exp(x_ic); loss (0-d, e's dtype): the mean over rows of lse_i - x_iy_i (0 for B = 0); de (B, D)
+// contiguous and dw (D, C) with w's strides, each defined where that gradient is wanted: the
+// loss's gradient at grad 1 (Note [Gradient in the forward] in ops/cpu/triplet_tiled.cpp; the CPU
+// computes only the defined ones, CUDA both). The B x C cosines are never held whole (CPU: blocks
+// of whole rows or tiles, `tiles` bounding both). A label outside [0, C) is an Error naming it.
 void arcface_forward(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
                      double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw);
 //
@@ -394,6 +405,8 @@ EMBER_DEVICE_KERNEL(adaptive_avg_pool2d_backward);
 EMBER_DEVICE_KERNEL(linear_forward);
 EMBER_DEVICE_KERNEL(normalize_rows_forward);
 EMBER_DEVICE_KERNEL(normalize_rows_backward);
+EMBER_DEVICE_KERNEL(normalize_columns_forward);
+EMBER_DEVICE_KERNEL(normalize_columns_backward);
 EMBER_DEVICE_KERNEL(arcface_forward);
 EMBER_DEVICE_KERNEL(batch_hard_mine);
 EMBER_DEVICE_KERNEL(contrastive_forward);

@@ -1,10 +1,11 @@
 // ArcFace on the CPU (contract in ops/kernels.h, rules in ops/metric_rules.h) over the B x C
-// cosines c_ic = e_i . w_c. Each row's log-sum-exp of its logits takes the plain ones with
-// vectorised passes (arcface_whole_row, Note [One exp per logit]; streamed tiles:
+// cosines c_ic = e_i . w_c, the class weights w_c the columns of w (D, C) (Note [Class weights as
+// columns] in ops/cpu/cross_operand.h). Each row's log-sum-exp of its logits takes the plain ones
+// with vectorised passes (arcface_whole_row, Note [One exp per logit]; streamed tiles:
 // fold_arcface_row, Note [Vectorised tile rows]) and adds the target's modified logit. When the
 // gradient is asked for (de, dw: the loss's at grad 1, Note [Gradient in the forward] in
 // ops/cpu/triplet_tiled.cpp), c_ic becomes d loss / d c_ic = arcface_weight(...) / B, which is
-// scale exp(scale c - lse_i) / B off the target, and de = W w, dw = W^T e.
+// scale exp(scale c - lse_i) / B off the target, and de = G w^T, dw = e^T G for those weights G.
 //   whole rows   up to tiles.whole_rows / kMinWholeRowBlock classes (1,024 by default): blocks of
 //                whole rows, the gradient from the same cosines (Note [Whole rows of cross
 //                similarities]);
@@ -90,14 +91,14 @@ ArcFaceRow arcface_whole_row(T* s, int64_t C, int64_t target, double margin, dou
 // Streamed (Note [Streamed pairs]): each task owns a block of rows and folds tiles of e w^T into
 // per-row online log-sum-exps; row_loss[i] = lse_i - x_iy_i. running: (B, 3) scratch.
 template <class T>
-void streamed_forward(const PairTiles& tiles, const T* E, const T* W, const int64_t* y, int64_t B, int64_t C,
-                      int64_t D, DType dtype, double margin, double scale, double* running, double* lse,
+void streamed_forward(const PairTiles& tiles, const T* E, CrossOperand<const T> W, const int64_t* y, int64_t B,
+                      int64_t C, int64_t D, DType dtype, double margin, double scale, double* running, double* lse,
                       double* row_loss) {
   for_each_row_block<T>(B, tiles, dtype, [&](int64_t r0, int64_t r1, TileBuffers<T>& buf) {
     for (int64_t i = r0; i < r1; ++i) running[3 * i] = -INFINITY, running[3 * i + 1] = 0, running[3 * i + 2] = 0;
     for (int64_t c0 = 0; c0 < C; c0 += tiles.cols) {
       const int64_t c1 = std::min(C, c0 + tiles.cols), width = c1 - c0;
-      const T* S = similarity_tile(E, W, D, r0, r1, c0, c1, buf);
+      const T* S = similarity_tile(E, D, W, r0, r1, c0, c1, buf);
       for (int64_t i = r0; i < r1; ++i) {
         double* r = running + 3 * i;  // [max, sum, the target's logit]
         OnlineLogSumExp acc{r[0], r[1]};
@@ -117,8 +118,9 @@ void streamed_forward(const PairTiles& tiles, const T* E, const T* W, const int6
 // Note [Streamed cross similarities]: one pass of recomputed tiles weighs them (g = 1 / B: the
 // mean's gradient) and accumulates de and dw.
 template <class T>
-void streamed_gradient(const PairTiles& tiles, const T* E, const T* W, const int64_t* y, int64_t B, int64_t C,
-                       int64_t D, DType dtype, double margin, double scale, const double* lse, T* dE, T* dW) {
+void streamed_gradient(const PairTiles& tiles, const T* E, CrossOperand<const T> W, const int64_t* y, int64_t B,
+                       int64_t C, int64_t D, DType dtype, double margin, double scale, const double* lse, T* dE,
+                       CrossOperand<T> dW) {
   const double g = 1.0 / double(B);
   cross_similarity_backward<T>(tiles, dtype, E, B, W, C, D, dE, dW, [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
     weigh_arcface_row(sw, c1 - c0, y[i] - c0, lse[i], g, margin, scale);
@@ -128,9 +130,9 @@ void streamed_gradient(const PairTiles& tiles, const T* E, const T* W, const int
 template <class T>
 void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
                    double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
-  const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
+  const int64_t B = e.size(0), D = e.size(1), C = w.size(1);
   const T* E = e.data<T>();
-  const T* W = w.data<T>();
+  const auto W = CrossOperand<const T>::as_columns(w.data<T>(), w.stride(0));
   const int64_t* y = labels.data<int64_t>();
   check_class_labels("arcface_loss", y, B, C);
   double* lse = stats.data<double>();
@@ -139,8 +141,9 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& w, con
   double* row_loss = rows.data<double>();
   // The gradients wanted: either may be left out (Note [Whole rows of cross similarities]).
   T* dE = de.defined() && B > 0 ? de.data<T>() : nullptr;
-  T* dW = dw.defined() && B > 0 ? dw.data<T>() : nullptr;
-  if (dw.defined() && B == 0) std::fill(dw.data<T>(), dw.data<T>() + C * D, T(0));
+  const auto dW = CrossOperand<T>::as_columns(dw.defined() && B > 0 ? dw.data<T>() : nullptr,
+                                              dw.defined() ? dw.stride(0) : 0);
+  if (dw.defined() && B == 0) CrossOperand<T>::as_columns(dw.data<T>(), dw.stride(0)).zero(C, D);
 
   if (fits_whole_rows(C, tiles)) {  // Note [Whole rows of cross similarities]
     const double g = B > 0 ? 1.0 / double(B) : 0.0;

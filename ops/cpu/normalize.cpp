@@ -1,5 +1,6 @@
-// Row L2 normalisation on the CPU (contract in ops/kernels.h, the formulas in Note [Fused row
-// normalisation] in ops/normalize.cpp), parallel over rows, row sums in double.
+// Row and column L2 normalisation on the CPU (contract in ops/kernels.h, the formulas in Note
+// [Fused row normalisation] in ops/normalize.cpp), parallel over rows or blocks of columns, sums
+// in double.
 //
 // Note [Normalisation loop order]: a row-contiguous x (the embeddings, ProxyAnchor's proxies)
 // and every backward go a row at a time, its sum in partials and its writes one unit-stride
@@ -115,6 +116,80 @@ void backward_typed(const Tensor& grad, const Tensor& y, const Tensor& norms, do
   });
 }
 
+// ---- columns --------------------------------------------------------------------------------
+// Note [Column blocks]: normalize_columns(W) goes kColumnBlock columns at a time, a row of the
+// block per step: each column's sum is its own chain, down its rows in order (the bits of
+// forward_columns on W.t(), Note [The composite's bits]), and the inner loop runs across the
+// block's columns, unit stride and vectorised.
+constexpr int64_t kColumnBlock = 64;
+
+// Columns [c0, c1) (at most kColumnBlock) of x (R, C) contiguous into y (row stride ldy).
+template <class T>
+void forward_column_block(const T* X, int64_t R, int64_t C, int64_t c0, int64_t c1, T eps, T* Y, int64_t ldy, T* N) {
+  const int64_t n = c1 - c0;
+  double sums[kColumnBlock] = {};
+  for (int64_t r = 0; r < R; ++r) {
+    const T* x = X + r * C + c0;
+    for (int64_t k = 0; k < n; ++k) sums[k] += double(T(x[k] * x[k]));
+  }
+  T denom[kColumnBlock];
+  for (int64_t k = 0; k < n; ++k) {
+    N[c0 + k] = std::sqrt(T(sums[k]));
+    denom[k] = clamped(N[c0 + k], eps);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    const T* x = X + r * C + c0;
+    T* y = Y + r * ldy + c0;
+    for (int64_t k = 0; k < n; ++k) y[k] = x[k] / denom[k];
+  }
+}
+
+// Columns [c0, c1) of dx from grad and y (row strides ldd, ldg, ldy; DX may be G: each element is
+// read before it is written).
+template <class T>
+void backward_column_block(const T* G, int64_t ldg, const T* Y, int64_t ldy, const T* N, int64_t R, int64_t c0,
+                           int64_t c1, T eps, T* DX, int64_t ldd) {
+  const int64_t n = c1 - c0;
+  T denom[kColumnBlock], c[kColumnBlock], product[kColumnBlock];
+  double sums[kColumnBlock] = {};
+  for (int64_t k = 0; k < n; ++k) denom[k] = clamped(N[c0 + k], eps);
+  for (int64_t r = 0; r < R; ++r) {
+    const T* g = G + r * ldg + c0;
+    const T* y = Y + r * ldy + c0;
+    for (int64_t k = 0; k < n; ++k) sums[k] += double(T(T(g[k] / denom[k]) * y[k]));
+  }
+  for (int64_t k = 0; k < n; ++k) c[k] = N[c0 + k] >= eps ? T(-T(sums[k])) : T(0);
+  for (int64_t r = 0; r < R; ++r) {
+    const T* g = G + r * ldg + c0;
+    const T* y = Y + r * ldy + c0;
+    T* dx = DX + r * ldd + c0;
+    for (int64_t k = 0; k < n; ++k) product[k] = c[k] * y[k];  // stored: Note [The composite's bits]
+    for (int64_t k = 0; k < n; ++k) dx[k] = T(g[k] / denom[k]) + product[k];
+  }
+}
+
+template <class T>
+void forward_columns_typed(const Tensor& x, double eps, const Tensor& y, const Tensor& norms) {
+  const int64_t R = x.size(0), C = x.size(1), blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(R * kColumnBlock, 1));
+  parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      forward_column_block(x.data<T>(), R, C, b * kColumnBlock, std::min(C, (b + 1) * kColumnBlock), T(eps),
+                           y.data<T>(), y.stride(0), norms.data<T>());
+  });
+}
+
+template <class T>
+void backward_columns_typed(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps, const Tensor& dx) {
+  const int64_t R = y.size(0), C = y.size(1), blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(R * kColumnBlock, 1));
+  parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      backward_column_block(grad.data<T>(), grad.stride(0), y.data<T>(), y.stride(0), norms.data<T>(), R,
+                            b * kColumnBlock, std::min(C, (b + 1) * kColumnBlock), T(eps), dx.data<T>(), dx.stride(0));
+  });
+}
+
 }  // namespace
 
 void normalize_rows_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms) {
@@ -125,6 +200,19 @@ void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& 
                              const Tensor& dx) {
   dispatch_float(y.dtype(), "normalize_rows_backward", [&]<class T>(TypeTag<T>) {
     backward_typed<T>(grad, y, norms, eps, dx);
+  });
+}
+
+void normalize_columns_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms) {
+  dispatch_float(x.dtype(), "normalize_columns", [&]<class T>(TypeTag<T>) {
+    forward_columns_typed<T>(x, eps, y, norms);
+  });
+}
+
+void normalize_columns_backward(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps,
+                                const Tensor& dx) {
+  dispatch_float(y.dtype(), "normalize_columns_backward", [&]<class T>(TypeTag<T>) {
+    backward_columns_typed<T>(grad, y, norms, eps, dx);
   });
 }
 

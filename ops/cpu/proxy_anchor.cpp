@@ -105,7 +105,7 @@ void streamed_forward(const PairTiles& tiles, const T* E, const T* P, const int6
     }
     for (int64_t i0 = 0; i0 < B; i0 += tiles.cols) {
       const int64_t i1 = std::min(B, i0 + tiles.cols), width = i1 - i0;
-      const T* S = similarity_tile(P, E, D, r0, r1, i0, i1, buf);
+      const T* S = similarity_tile(P, D, CrossOperand<const T>::as_rows(E, D), r0, r1, i0, i1, buf);
       for (int64_t c = r0; c < r1; ++c) {
         double* r = running + 4 * c;
         OnlineLogSumExp pos{r[0], r[1]}, neg{r[2], r[3]};
@@ -131,7 +131,8 @@ void streamed_gradient(const PairTiles& tiles, const T* E, const T* P, const int
   for (int64_t c = 0; c < C; ++c) offset[c] = T(alpha * margin - st[2 * c + 1]);
   const T weight = T(alpha / double(C)), slope = T(alpha);
   // In place of the cosines (Note [Weights in place] in similarity_tiles.h): the target's is read first.
-  cross_similarity_backward<T>(tiles, dtype, E, B, P, C, D, dE, dP, [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
+  cross_similarity_backward<T>(tiles, dtype, E, B, CrossOperand<const T>::as_rows(P, D), C, D, dE,
+                               CrossOperand<T>::as_rows(dP, D), [&](int64_t i, int64_t c0, int64_t c1, T* sw) {
     const bool has_target = y[i] >= c0 && y[i] < c1;
     const double target_cosine = has_target ? double(sw[y[i] - c0]) : 0.0;
     const T* off = offset + c0;
@@ -168,7 +169,8 @@ void forward_typed(const PairTiles& tiles, const Tensor& e, const Tensor& p, con
   if (dp.defined() && !dP) std::fill(dp.data<T>(), dp.data<T>() + C * D, T(0));
 
   if (whole_rows) {  // Note [Whole rows of cross similarities], a proxy's row over the batch
-    whole_row_pass<T>(tiles, e.dtype(), P, C, E, B, D, dP, dE, [&](int64_t c, T* s, T* scratch, bool weigh) {
+    whole_row_pass<T>(tiles, e.dtype(), P, C, CrossOperand<const T>::as_rows(E, D), B, D, dP,
+                      CrossOperand<T>::as_rows(dE, D), [&](int64_t c, T* s, T* scratch, bool weigh) {
       std::tie(st[2 * c], st[2 * c + 1]) = proxy_whole_row(s, by_class->of(c), B, scratch, x, margin, alpha,
                                                            std::max(classes, 1.0), alpha / double(C), weigh);
     });

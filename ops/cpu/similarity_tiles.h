@@ -30,6 +30,7 @@
 
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/cpu/cross_operand.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/gemm_prepacked.h"
 #include "ops/cpu/vec_math.h"
@@ -124,12 +125,12 @@ const T* similarity_tile(const T* A, const TileColumns<T>& B, int64_t r0, int64_
   gemm_tile(A, B, r0, r1, c0, c1, buffers.similarities, c1 - c0);
   return buffers.similarities;
 }
-// The same with B's rows unpacked (the class losses' weights: Note [Prepacked rows] would add
-// their whole size to the loss's memory).
+// The same with B unpacked, as rows or columns (the class losses' weights: Note [Prepacked rows]
+// would add their whole size to the loss's memory).
 template <class T>
-const T* similarity_tile(const T* A, const T* B, int64_t D, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+const T* similarity_tile(const T* A, int64_t D, CrossOperand<const T> B, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                          TileBuffers<T>& buffers) {
-  gemm<T>(false, true, r1 - r0, c1 - c0, D, T(1), A + r0 * D, D, B + c0 * D, D, T(0), buffers.similarities, c1 - c0);
+  cross_tile(A, D, B, r0, r1, c0, c1, buffers.similarities, c1 - c0);
   return buffers.similarities;
 }
 
@@ -240,16 +241,16 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
 }
 
 // Note [Streamed cross similarities]: a loss over S = A B^T with two different matrices (the
-// class losses: embeddings A (M, D) against class weights or proxies B (N, D)) needs dA and dB
-// from each tile of weights W = dloss/dS: dA[rows] += W B[cols] and dB[cols] += W^T A[rows]. A
-// row block of A touches every row of B, so tasks owning row blocks would race on dB; instead
-// (one tile pass, each tile's weights computed once) the row blocks go in waves of at most as
-// many blocks as there are column blocks, and in step k of a wave, row block b takes column
-// block (b + k) mod (column blocks): within a step no two tasks share a row of dA or of dB, and
-// every output row receives its tiles in an order fixed by the tile sizes alone, so the sums do
-// not depend on the thread count. row_weights(i, c0, c1, sw) turns one tile row in place, from
-// sw[k] = s_ij into sw[k] = dloss/ds_ij for row i of A and j = c0 + k of B (Note [Vectorised
-// tile rows]). dA or dB null: that gradient is not computed.
+// class losses: embeddings A (M, D) against class weights or proxies B (N, D), B as rows or
+// columns: ops/cpu/cross_operand.h) needs dA and dB from each tile of weights W = dloss/dS:
+// dA[rows] += W B[cols] and dB[cols] += W^T A[rows]. A row block of A touches every row of B, so
+// tasks owning row blocks would race on dB; instead (one tile pass, each tile's weights computed
+// once) the row blocks go in waves of at most as many blocks as there are column blocks, and in
+// step k of a wave, row block b takes column block (b + k) mod (column blocks): within a step no
+// two tasks share a row of dA or of dB, and every output row receives its tiles in an order fixed
+// by the tile sizes alone, so the sums do not depend on the thread count. row_weights(i, c0, c1,
+// sw) turns one tile row in place, from sw[k] = s_ij into sw[k] = dloss/ds_ij for row i of A and
+// j = c0 + k of B (Note [Vectorised tile rows]). dA or dB null: that gradient is not computed.
 //
 // Note [Weights in place]: each tile's weights overwrite its similarities, which nothing reads
 // again, so a task holds one tile instead of two: at the default 128 x 288 f32 tiles, 144 KiB
@@ -258,10 +259,10 @@ void fold_log_sum_exp_at(OnlineLogSumExp& lse, std::span<const int64_t> members,
 // similarity before its vectorised loop. One pointer, rather than an input and an output that
 // alias, so that the compiler need not guard the loop against overlapping rows.
 template <class T, class RowWeights>
-void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
-                               T* dA, T* dB, RowWeights&& row_weights) {
+void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t M, CrossOperand<const T> B, int64_t N,
+                               int64_t D, T* dA, CrossOperand<T> dB, RowWeights&& row_weights) {
   if (dA) std::fill(dA, dA + M * D, T(0));
-  if (dB) std::fill(dB, dB + N * D, T(0));
+  if (dB) dB.zero(N, D);
   const int64_t row_blocks = (M + tiles.rows - 1) / tiles.rows, col_blocks = (N + tiles.cols - 1) / tiles.cols;
   if (row_blocks == 0 || col_blocks == 0) return;
   for (int64_t w0 = 0; w0 < row_blocks; w0 += col_blocks)
@@ -272,12 +273,10 @@ void cross_similarity_backward(PairTiles tiles, DType dtype, const T* A, int64_t
           const int64_t r0 = b * tiles.rows, r1 = std::min(M, r0 + tiles.rows);
           const int64_t c0 = ((b - w0 + step) % col_blocks) * tiles.cols, c1 = std::min(N, c0 + tiles.cols);
           const int64_t width = c1 - c0;
-          similarity_tile(A, B, D, r0, r1, c0, c1, buf);
+          similarity_tile(A, D, B, r0, r1, c0, c1, buf);
           for (int64_t r = r0; r < r1; ++r) row_weights(r, c0, c1, buf.weights + (r - r0) * width);
-          if (dA)
-            gemm<T>(false, false, r1 - r0, D, width, T(1), buf.weights, width, B + c0 * D, D, T(1), dA + r0 * D, D);
-          if (dB)
-            gemm<T>(true, false, width, D, r1 - r0, T(1), buf.weights, width, A + r0 * D, D, T(1), dB + c0 * D, D);
+          if (dA) add_weighted_rows(r1 - r0, width, buf.weights, width, B, c0, D, T(1), dA + r0 * D);
+          if (dB) add_weighted_columns(r1 - r0, width, buf.weights, width, A + r0 * D, D, dB, c0);
         }
       });
 }

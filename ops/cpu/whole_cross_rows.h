@@ -1,6 +1,7 @@
-// The class losses' pass over S = A B^T (A (M, D), B (N, D) row-major) in blocks of whole rows,
-// with the loss's gradient in the same pass (ArcFace: A the embeddings, B the class weights;
-// ProxyAnchor: A the proxies, B the embeddings):
+// The class losses' pass over S = A B^T (A (M, D) row-major, B (N, D) as rows or columns:
+// ops/cpu/cross_operand.h) in blocks of whole rows, with the loss's gradient in the same pass
+// (ArcFace: A the embeddings, B the class weights as columns; ProxyAnchor: A the proxies, B the
+// embeddings as rows):
 //
 //   if (fits_whole_rows(N, tiles))
 //     whole_row_pass<T>(tiles, dtype, A, M, B, N, D, dA, dB,   // either null: not computed
@@ -16,7 +17,8 @@
 // ops/cpu/triplet_tiled.cpp): three GEMMs, S = A B^T, dA = W B and dB = W^T A. A task owns
 // whole_row_block(N, tiles) rows of A; dA's rows are its own, but every block adds to all of dB,
 // so the blocks go in waves of kWaveBlocks: the wave's blocks in parallel (S, weights, dA), then
-// dB += W_wave^T A_wave in row ranges that the threads share (Note [Waves without barriers]). A
+// dB += W_wave^T A_wave in ranges of dB's rows that the threads share (Note [Waves without
+// barriers]). A
 // wave's blocks are fixed by M and the block size alone, so the sums do not depend on the thread
 // count. Memory: one wave of rows, kWaveBlocks x tiles.whole_rows values, which is why N is
 // bounded (fits_whole_rows); a larger N streams.
@@ -30,7 +32,8 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
-#include "ops/cpu/gemm.h"
+#include "ops/cpu/cross_operand.h"
+#include "ops/padded_rows.h"
 #include "ops/pair_tiles.h"
 
 namespace ember::cpu {
@@ -44,6 +47,13 @@ inline constexpr int64_t kMinWholeRowBlock = 32;
 // (Note [Gradient GEMMs in chunks]).
 inline constexpr int64_t kGradientChunkRows = 128;
 inline constexpr int64_t kGradientChunkValues = 16 * 1024;
+
+// Columns of S per GEMM of a block's dA: its packed A, rows x chunk values of S, and where B is
+// columns its packed B, chunk x D values of B (0 where B is rows, read in place), each at most
+// kGradientChunkValues (Note [Gradient GEMMs in chunks]).
+inline int64_t gradient_chunk(int64_t rows, int64_t packed_b_width) {
+  return std::max<int64_t>(1, kGradientChunkValues / std::max<int64_t>({rows, packed_b_width, 1}));
+}
 
 // Whether blocks of kMinWholeRowBlock rows of N values fit tiles.whole_rows values.
 inline bool fits_whole_rows(int64_t N, const PairTiles& tiles) { return N * kMinWholeRowBlock <= tiles.whole_rows; }
@@ -65,37 +75,45 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // more waves in flight. No wave ends in a pool-wide barrier (two per wave, 16 per ArcFace step,
 // cost about as much as the GEMM they saved).
 //
-// Note [Gradient GEMMs in chunks]: a dB part's GEMM packs its A, the part's columns of S transposed
-// (rows of dB x the wave's rows), whole; at 256 to 512 rows of dB that was 128 KiB per thread, a
-// quarter of ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`, against the 2).
-// In chunks of kGradientChunkRows rows of dB each GEMM packs at most half of that. The wave's rows
-// of A are its B, read in place (Note [B in place] in ops/cpu/gemm_packed.cpp) except where D f32
-// values are a multiple of 4 KiB (D = 1024, 2048, ...): there each chunk packs them again, up to
-// four times per part at 1,024 classes. In f32 every element of dB gets the same FMAs in the same
-// order as unchunked; in f64 (Eigen) the chunks may round differently, but they are fixed by N, so
-// the sums still do not depend on the thread count.
+// Note [Gradient GEMMs in chunks]: with B as rows, a dB part's GEMM packs its A, the part's
+// columns of S transposed (rows of dB x the wave's rows), whole; at 256 to 512 rows of dB that was
+// 128 KiB per thread, a quarter of ProxyAnchor's peak extra memory (2.06 MiB in `bench losses`,
+// against the 2). In chunks of kGradientChunkRows rows of dB each GEMM packs at most half
+// of that. The wave's rows of A are its B, read in place (Note [B in place] in
+// ops/cpu/gemm_packed.cpp) except where D f32 values are a multiple of 4 KiB (D = 1024, 2048,
+// ...): there each chunk packs them again, up to four times per part at 1,024 classes. In f32
+// every element of dB gets the same FMAs in the same order as unchunked; in f64 (Eigen) the chunks
+// may round differently, but they are fixed by N, so the sums still do not depend on the thread
+// count. With B as columns the part's GEMM packs only the wave's rows of A transposed (D x the
+// wave's rows), so it takes the part whole.
 // A block's dA = W B packs its A, the block's rows of S, in the GEMM's KC blocks (512 columns on a
 // 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128 KiB per thread, held by both threads
 // at once at the pass's peak (2.04 MiB extra in `bench losses`, against the 2). In chunks
-// of kGradientChunkValues / (the block's rows) columns of S it packs at most 64 KiB of f32 (where a
-// block has at most kGradientChunkValues rows, as every default one has); each chunk after the
-// first adds to dA (beta 1), so the sums are fixed by N and the block size, not by the thread
-// count. ArcFace's blocks of 32 rows take chunks of 512 columns, the GEMM's own KC here (chunks of
-// 256 made it 5% slower; lossprobe, alternated); ProxyAnchor's blocks of 64 take 256, which left
-// its time as it was and its peak at 1.91 MiB.
+// of gradient_chunk() columns of S it packs at most kGradientChunkValues of them (64 KiB of f32,
+// where a block has at most kGradientChunkValues rows, as every default one has), and with B as
+// columns at most as many of B, which it packs too (op(B) = B's rows transposed); each chunk after
+// the first adds to dA (beta 1), so the sums are fixed by N, D and the block size, not by the
+// thread count. ProxyAnchor's blocks of 64 take chunks of 256 columns, which left its time as it
+// was and its peak at 1.91 MiB. ArcFace's blocks of 32 rows took 512 with W as rows, the GEMM's
+// own KC here (256 made it 5% slower; lossprobe, alternated); with W as columns, 512 packed 256 KiB
+// of W per thread and the peak rose to 2.12 MiB, and the 128 columns that D = 128 allows bring it
+// to 1.88 (peakprobe), at the same speed (lossprobe, alternated, 1.51-1.54 ms per step either way).
 //
-// A (M, D), B (N, D) row-major; dA (M, D) and dB (N, D), each null where that gradient is not
-// wanted: dA = W B and dB = W^T A for W = d loss / dS, which row_fn writes over each row of S
-// where either is (a frozen B, say, skips dB's GEMM: a third of the multiply-adds).
+// A (M, D) row-major, B (N, D) as rows or columns; dA (M, D) row-major and dB (N, D) in B's
+// layout, each null where that gradient is not wanted: dA = W B and dB = W^T A for W = d loss / dS,
+// which row_fn writes over each row of S where either is (a frozen B, say, skips dB's GEMM: a
+// third of the multiply-adds).
 template <class T, class RowFn>
-void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, const T* B, int64_t N, int64_t D,
-                    T* dA, T* dB, RowFn&& row_fn) {
-  const bool with_gradient = dA != nullptr || dB != nullptr;
-  if (dB) std::fill(dB, dB + N * D, T(0));
+void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, CrossOperand<const T> B, int64_t N,
+                    int64_t D, T* dA, CrossOperand<T> dB, RowFn&& row_fn) {
+  const bool with_gradient = dA != nullptr || bool(dB);
+  if (dB) dB.zero(N, D);
   const int64_t block = whole_row_block(N, tiles), wave = kWaveBlocks * block;
   const int64_t waves = (M + wave - 1) / wave, per_wave = 2 * kWaveBlocks;
   const int64_t ring = std::clamp<int64_t>(num_threads() / kWaveBlocks, 1, std::max<int64_t>(waves, 1));
-  const Tensor rows = Tensor::empty({ring * std::min(M, wave) * N}, {.dtype = dtype});
+  // S's row stride: with B as columns, dB's GEMM reads S in place (Note [Padded rows]).
+  const int64_t ld = padded_row_stride(N, sizeof(T));
+  const Tensor rows = Tensor::empty({ring * std::min(M, wave) * ld}, {.dtype = dtype});
   // Per wave: its blocks done (a count), and each of its parts done (a flag).
   const Tensor counters = Tensor::empty({waves * (1 + kWaveBlocks)}, {.dtype = DType::i64});
   int64_t* blocks_done = counters.data<int64_t>();
@@ -114,29 +132,27 @@ void whole_row_pass(const PairTiles& tiles, DType dtype, const T* A, int64_t M, 
     const Tensor scratch = Tensor::empty({N}, {.dtype = dtype});
     for (int64_t t = next.fetch_add(1); t < waves * per_wave && !failed.load(); t = next.fetch_add(1)) {
       const int64_t w = t / per_wave, k = t % per_wave, w0 = w * wave, w1 = std::min(M, w0 + wave);
-      T* S = rows.data<T>() + (w % ring) * std::min(M, wave) * N;  // the wave's rows
+      T* S = rows.data<T>() + (w % ring) * std::min(M, wave) * ld;  // the wave's rows
       try {
         if (k < kWaveBlocks) {  // block k of wave w, once the parts that read its buffer before are done
           for (int64_t p = 0; p < kWaveBlocks && w >= ring; ++p)
             if (!reached(part_done[(w - ring) * kWaveBlocks + p], 1)) return;
           const int64_t r0 = std::min(w1, w0 + k * block), r1 = std::min(w1, r0 + block);
-          T* s = S + (r0 - w0) * N;
-          if (r0 < r1) gemm<T>(false, true, r1 - r0, N, D, T(1), A + r0 * D, D, B, D, T(0), s, N);
-          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * N, scratch.data<T>(), with_gradient);
+          T* s = S + (r0 - w0) * ld;
+          if (r0 < r1) cross_tile(A, D, B, r0, r1, 0, N, s, ld);
+          for (int64_t i = r0; i < r1; ++i) row_fn(i, s + (i - r0) * ld, scratch.data<T>(), with_gradient);
           // Note [Gradient GEMMs in chunks]; one GEMM where N is 0 (it writes dA's zeros).
-          const int64_t chunk = std::max<int64_t>(1, kGradientChunkValues / block);
+          const int64_t chunk = gradient_chunk(block, B.columns ? D : 0);
           for (int64_t k0 = 0; dA && r0 < r1 && (k0 == 0 || k0 < N); k0 += chunk)
-            gemm<T>(false, false, r1 - r0, D, std::min(chunk, N - k0), T(1), s + k0, N, B + k0 * D, D,
-                    T(k0 > 0 ? 1 : 0), dA + r0 * D, D);
+            add_weighted_rows(r1 - r0, std::min(chunk, N - k0), s + k0, ld, B, k0, D, T(k0 > 0 ? 1 : 0), dA + r0 * D);
           count(blocks_done[w]);
         } else {  // part p of dB += W_wave^T A_wave, after the wave's blocks and the previous wave's part p
           const int64_t p = k - kWaveBlocks, n0 = N * p / kWaveBlocks, n1 = N * (p + 1) / kWaveBlocks;
           if (!reached(blocks_done[w], kWaveBlocks)) return;
           if (w > 0 && !reached(part_done[(w - 1) * kWaveBlocks + p], 1)) return;
-          for (int64_t c0 = n0; dB && c0 < n1; c0 += kGradientChunkRows) {  // Note [Gradient GEMMs in chunks]
-            const int64_t c1 = std::min(n1, c0 + kGradientChunkRows);
-            gemm<T>(true, false, c1 - c0, D, w1 - w0, T(1), S + c0, N, A + w0 * D, D, T(1), dB + c0 * D, D);
-          }
+          const int64_t chunk = dB.columns ? std::max<int64_t>(n1 - n0, 1) : kGradientChunkRows;
+          for (int64_t c0 = n0; dB && c0 < n1; c0 += chunk)  // Note [Gradient GEMMs in chunks]
+            add_weighted_columns(w1 - w0, std::min(n1, c0 + chunk) - c0, S + c0, ld, A + w0 * D, D, dB, c0);
           count(part_done[w * kWaveBlocks + p]);
         }
       } catch (...) {

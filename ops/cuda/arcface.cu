@@ -17,7 +17,8 @@ namespace {
 
 constexpr unsigned kThreads = 128;
 
-// e (B, D), w (C, D), y (B) -> stats (B) lse_i, rows (B) lse_i - x_iy (NaN for a bad label).
+// e (B, D), w (C, D) (class rows: Note [Class rows on CUDA]), y (B) -> stats (B) lse_i,
+// rows (B) lse_i - x_iy (NaN for a bad label).
 template <class T>
 __global__ void arcface_rows_kernel(int64_t B, int64_t C, int64_t D, const T* __restrict__ E, const T* __restrict__ W,
                                     const int64_t* __restrict__ y, double margin, double scale,
@@ -72,14 +73,19 @@ struct ArcFaceWeights {
   }
 };
 
+// Note [Class rows on CUDA]: the kernels read a class's weights as a row (C, D), so the class
+// weights in PML's (D, C) layout (Note [Class weights as columns] in ops/cpu/cross_operand.h) are
+// transposed into rows first and dw back after: two device copies of C D values, against the
+// kernels' O(B C D).
 void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
                           double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
+  const Tensor w_rows = w.t().contiguous();
   dispatch_float(e.dtype(), "arcface_loss", [&]<class T>(TypeTag<T>) {
-    const int64_t B = e.size(0), D = e.size(1), C = w.size(0);
+    const int64_t B = e.size(0), D = e.size(1), C = w_rows.size(0);
     const Tensor rows = Tensor::empty({B}, {.dtype = DType::f64, .device = e.device()});
     const Tensor check = Tensor::empty({2}, {.dtype = DType::i64, .device = e.device()});
     if (B > 0)
-      launch<arcface_rows_kernel<T>>(blocks_for(B, 1), kThreads, 0, Stream{}, B, C, D, e.data<T>(), w.data<T>(),
+      launch<arcface_rows_kernel<T>>(blocks_for(B, 1), kThreads, 0, Stream{}, B, C, D, e.data<T>(), w_rows.data<T>(),
                                      labels.data<int64_t>(), margin, scale, stats.data<double>(), rows.data<double>());
     launch<arcface_finish_kernel<T>>(1, kThreads, 0, Stream{}, B, C, labels.data<int64_t>(), rows.data<double>(),
                                      loss.data<T>(), check.data<int64_t>());
@@ -87,10 +93,11 @@ void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, co
     if (!de.defined() && !dw.defined()) return;
     // Both gradients in one pass; one not wanted goes to a temporary (the CPU skips it).
     const Tensor de_out = de.defined() ? de : Tensor::empty(e.shape(), e.options());
-    const Tensor dw_out = dw.defined() ? dw : Tensor::empty(w.shape(), w.options());
-    const ArcFaceWeights<T> weights{B, D, e.data<T>(), w.data<T>(), labels.data<int64_t>(), stats.data<double>(),
+    const Tensor dw_rows = Tensor::empty(w_rows.shape(), w_rows.options());
+    const ArcFaceWeights<T> weights{B, D, e.data<T>(), w_rows.data<T>(), labels.data<int64_t>(), stats.data<double>(),
                                     margin, scale};
-    cross_similarity_backward(B, C, D, e.data<T>(), w.data<T>(), weights, de_out.data<T>(), dw_out.data<T>());
+    cross_similarity_backward(B, C, D, e.data<T>(), w_rows.data<T>(), weights, de_out.data<T>(), dw_rows.data<T>());
+    if (dw.defined()) Tensor(dw).copy_(dw_rows.t());
   });
 }
 

@@ -214,7 +214,9 @@ TEST_CASE("a whole-row pass whose block throws stops and rethrows at any thread 
     for (const int64_t bad_row : {0, 9, 33}) {  // the first wave, a middle one, the last
       std::atomic<int64_t> rows_weighed{0};
       CHECK_THROWS_WITH(cpu::whole_row_pass<float>(
-                            {.rows = 2, .cols = 8}, DType::f32, A.data(), M, B.data(), N, D, dA.data(), dB.data(),
+                            {.rows = 2, .cols = 8}, DType::f32, A.data(), M,
+                            cpu::CrossOperand<const float>::as_rows(B.data(), D), N, D, dA.data(),
+                            cpu::CrossOperand<float>::as_rows(dB.data(), D),
                             [&](int64_t i, float*, float*, bool) {
                               ++rows_weighed;
                               std::this_thread::sleep_for(std::chrono::microseconds(200));
