@@ -65,11 +65,14 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
     return conv2d(autocast_low(x), autocast_low(w), autocast_low(b), stride, padding, dilation, groups, act);
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
-  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // f32 GEMM on the widened operands, rounded once
+  const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride, padding, dilation, groups);
+  // f16 on the CPU: f32 on the widened operands, rounded once, but where the grid takes it
+  // (Note [f16 on the grid] in ops/cpu/conv_grid_tiles_avx512.h).
+  const bool f16_on_grid = x.device().is_cpu() && x.dtype() == DType::f16 && cpu::conv2d_forward_takes_f16(g, act);
+  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x) && !f16_on_grid) {
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(conv2d(x.to(DType::f32), w.to(DType::f32), widened(b), stride, padding, dilation, groups, act), x.dtype());
   }
-  const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride, padding, dilation, groups);
   if (b.defined()) {
     check_floating_operand("conv2d", "bias", b, x);
     EMBER_CHECK(b.dim() == 1 && b.size(0) == g.out_channels, "conv2d: expected bias of shape ",

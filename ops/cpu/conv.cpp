@@ -537,8 +537,14 @@ bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
 }
 }  // namespace
 
+bool conv2d_forward_takes_f16(const Conv2dGeometry& g, Activation act) {
+  return use_direct_forward(g, DType::f16, act);  // the grid only (conv2d_direct_forward_suits)
+}
+
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
-  // f16 convolutions reach these kernels widened to f32 (ops/conv.cpp), so they run f32's.
+  // Other f16 convolutions reach these kernels widened to f32 (ops/conv.cpp), so they run f32's.
+  if (dtype == DType::f16 && pass == ConvPass::forward && conv2d_forward_takes_f16(g, Activation::none))
+    return "padded grid";
   if (dtype == DType::f16) dtype = DType::f32;
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, dtype, Activation::none))

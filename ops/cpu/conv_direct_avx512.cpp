@@ -125,7 +125,8 @@ Conv2dGeometry transposed_geometry(const Conv2dGeometry& g) {
 }
 
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
-  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+  // f16 gradients are widened by the op (Note [f16 on the grid] in conv_grid_tiles_avx512.h).
+  return dtype != DType::f16 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
          g.pad_w <= g.dilation_w * (g.kernel_w - 1) &&
          conv2d_direct_forward_suits(transposed_geometry(g), dtype, Activation::none);
 }

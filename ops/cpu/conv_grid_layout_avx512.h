@@ -88,6 +88,19 @@ void copy_every_other(const BFloat16* src, D* dst, int64_t count) {
       _mm512_mask_cvtepi32_storeu_epi16(dst + j, lanes, pairs);
   }
 }
+
+// The same from f16 into an f32 grid (Note [f16 on the grid]): the even elements, each lane's low
+// half, narrowed to 16 halves and widened as load_widened widens them. Reads src only below
+// 2 count - 1.
+inline void copy_every_other(const Half* src, float* dst, int64_t count) {
+  for (int64_t j = 0; j < count; j += 16) {
+    const int64_t n = std::min<int64_t>(16, count - j);
+    const __mmask32 halves = __mmask32((uint64_t(1) << (2 * n - 1)) - 1);
+    const __mmask16 lanes = __mmask16((1u << n) - 1);
+    const __m512i pairs = _mm512_maskz_loadu_epi16(halves, src + 2 * j);
+    _mm512_mask_storeu_ps(dst + j, lanes, widen_half_lanes(_mm512_maskz_cvtepi32_epi16(0xFFFF, pairs)));
+  }
+}
 #endif
 
 // Zeroes xpad (Grid layout) and copies each slot's part of the padded input into it: for every
@@ -125,7 +138,7 @@ void pad_planes(const Conv2dGeometry& g, const Grid& grid, const T* x_group, D* 
                    for (int64_t i = 0; i < rows; ++i) {
                      const T* from = src + i * sh * g.in_w;
                      D* to = dst + i * grid.wp;
-                     if (sw == 2) copy_every_other(from, to, width);  // f32, and bf16 where the grid takes it
+                     if (sw == 2) copy_every_other(from, to, width);  // f32, and 16-bit where the grid takes it
                      else for (int64_t j = 0; j < width; ++j) to[j] = D(from[j * sw]);
                    }
                  });

@@ -87,6 +87,12 @@ inline __m512 load_widened(const BFloat16* src, __mmask16 lanes) {
 inline void store_rounded(BFloat16* dst, __m512 v, __mmask16 lanes) {
   _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, bfloat16_lanes(v));
 }
+inline __m512 load_widened(const Half* src, __mmask16 lanes) {
+  return widen_half_lanes(_mm256_maskz_loadu_epi16(lanes, src));
+}
+inline void store_rounded(Half* dst, __m512 v, __mmask16 lanes) {
+  _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, half_lanes(v));
+}
 #else
 inline constexpr bool kFloat16Lanes = false;
 #endif

@@ -150,9 +150,14 @@ TEST_CASE("bias_activation_backward: dz and db in one pass, for both bias layout
 // of 16 and a tail (inner 63 and 784), NaN in y and dy: dz is act.backward on the widened
 // values, rounded once (bf16 bit for bit, NaN where it is NaN), and db the sum of those rounded
 // dz in the kernel's order of lanes, bit for bit.
-TEST_CASE("bias_activation_backward in f32 and bf16 rounds dz once and sums the rounded values", "[fused][bf16]") {
+TEST_CASE("bias_activation_backward in f32 bf16 and f16 rounds dz once and sums the rounded values", "[fused][bf16]") {
   Generator gen(15);
-  for (DType dtype : {DType::f32, DType::bf16}) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    // v rounded to dtype as the kernel rounds (T(v)), back in f64.
+    auto rounded = [dtype](auto v) {
+      if (dtype == DType::bf16) return double(float(BFloat16(v)));
+      return dtype == DType::f16 ? double(float(Half(v))) : double(float(v));
+    };
     for (const Shape& shape : {Shape{3, 5, 7, 9}, Shape{2, 4, 28, 28}}) {
       for (Activation act : kActivations) {
         INFO(dtype_name(dtype) << ", " << activation_name(act) << " on " << shape[2] << " x " << shape[3] << " planes");
@@ -168,9 +173,9 @@ TEST_CASE("bias_activation_backward in f32 and bf16 rounds dz once and sums the 
         int64_t wrong = 0;
         for (size_t i = 0; i < g.size(); ++i) {
           const float exact = apply_activation_backward(act, float(g[i]), float(yv[i]));
-          const float want = dtype == DType::bf16 ? float(BFloat16(exact)) : exact;
+          const float want = float(rounded(exact));
           // f32 within an ulp or so: the kernel's tanh and sigmoid backward may contract to an FMA.
-          const double slack = dtype == DType::bf16 ? 0.0 : 1e-6 * (std::abs(want) + std::abs(g[i]));
+          const double slack = dtype != DType::f32 ? 0.0 : 1e-6 * (std::abs(want) + std::abs(g[i]));
           wrong += std::isnan(want) ? !std::isnan(got[i]) : std::abs(got[i] - double(want)) > slack;
         }
         CHECK(wrong == 0);
@@ -190,7 +195,7 @@ TEST_CASE("bias_activation_backward in f32 and bf16 rounds dz once and sums the 
         }
         const std::vector<double> db_got = db.to(DType::f64).to_vector<double>();
         for (size_t c = 0; c < sums.size(); ++c) {
-          const double expected = dtype == DType::bf16 ? double(float(BFloat16(sums[c]))) : double(float(sums[c]));
+          const double expected = rounded(sums[c]);
           INFO("channel " << c << ": " << db_got[c] << " against " << expected);
           if (std::isnan(expected)) CHECK(std::isnan(db_got[c]));
           else CHECK(db_got[c] == expected);

@@ -1,0 +1,131 @@
+// Note [f16 on the grid] (ops/cpu/conv_grid_tiles_avx512.h): an f16 forward that suits the padded
+// grid is widened into its f32 workspace and rounded once on the way out, so it must give the bits
+// of the f32 forward on the widened tensors, rounded to f16 (what the op computed before, and
+// still computes for every other f16 convolution); the row copies must widen and round as
+// half_bits_to_float and float_to_half_bits do, special values included.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <vector>
+
+#include "ember.h"
+#include "ops/kernels.h"
+#include "support/test_support.h"
+#if defined(__AVX512F__)
+#include "ops/cpu/conv_grid_layout_avx512.h"
+#endif
+
+using namespace ember;
+
+TEST_CASE("the grid's f16 row copies round as float_to_half_bits and widen exactly, every other one too",
+          "[conv][f16]") {
+#if defined(__AVX512F__)
+  if constexpr (!cpu::grid_detail::kGridTakesF16) {
+    WARN("this build's grid takes no f16 (it needs AVX512-BW and -VL)");
+  } else {
+    // Ties to even, the overflow to infinity at 65520, subnormals, infinities, signalling and quiet
+    // NaNs of both signs, zeros; then random bit patterns, with a tail of 9 past whole vectors.
+    std::vector<uint32_t> bits = {0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000001u,
+                                  0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC00000u, 0x7FC12345u, 0x00000000u,
+                                  0x80000000u, 0x387FC000u, 0xC7000000u, 0x00000001u, 0x3E2AAAABu};
+    uint64_t state = 777;
+    while (bits.size() < 16 * 64 + 9) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bits.push_back(uint32_t(state >> 32));
+    }
+    std::vector<float> values;
+    for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
+    const int64_t width = int64_t(values.size());
+    std::vector<Half> rounded(values.size() + 1, Half::from_bits(0xABCD));
+    cpu::grid_detail::copy_rows(values.data(), 0, rounded.data(), 0, 1, width);
+    for (int64_t j = 0; j < width; ++j) {
+      INFO("bits 0x" << std::hex << bits[size_t(j)]);
+      CHECK(rounded[size_t(j)].bits == float_to_half_bits(values[size_t(j)]));
+    }
+    CHECK(rounded.back().bits == 0xABCD);  // nothing written past the row
+    // Widened: every half's value, signalling NaNs keeping their quiet bit clear.
+    std::vector<Half> halves;
+    for (uint32_t h = 0; h < 65536; ++h) halves.push_back(Half::from_bits(uint16_t(h)));
+    halves.push_back(Half::from_bits(0x7C01));  // a tail
+    std::vector<float> widened(halves.size() + 1, -7.0f);
+    cpu::grid_detail::copy_rows(halves.data(), 0, widened.data(), 0, 1, int64_t(halves.size()));
+    for (size_t j = 0; j < halves.size(); ++j) {
+      INFO("half 0x" << std::hex << halves[j].bits);
+      CHECK(std::bit_cast<uint32_t>(widened[j]) == std::bit_cast<uint32_t>(half_bits_to_float(halves[j].bits)));
+    }
+    CHECK(widened.back() == -7.0f);
+    // Every other one (stride-2 layers), a count that ends inside a vector.
+    const int64_t count = 16 * 3 + 5;
+    std::vector<float> evens(size_t(count) + 1, -7.0f);
+    cpu::grid_detail::copy_every_other(halves.data() + 0x7BF0, evens.data(), count);
+    for (int64_t j = 0; j < count; ++j) {
+      INFO("half 0x" << std::hex << halves[size_t(0x7BF0 + 2 * j)].bits);
+      CHECK(std::bit_cast<uint32_t>(evens[size_t(j)]) ==
+            std::bit_cast<uint32_t>(half_bits_to_float(halves[size_t(0x7BF0 + 2 * j)].bits)));
+    }
+    CHECK(evens.back() == -7.0f);
+  }
+#else
+  WARN("this build has no padded grid (it needs AVX-512)");
+#endif
+}
+
+TEST_CASE("conv2d's f16 forward on the padded grid gives the f32 forward's bits on the widened tensors",
+          "[conv][f16]") {
+  // MNIST's two layers, grouped layers of 8 and 24 channels, a thin group of 2 and a depthwise
+  // layer, padding 0 and 2, dilation 2, with and without bias and ReLU, strides 2 and (2, 1).
+  struct Case {
+    int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
+    bool bias;
+    Activation act;
+    IntPair stride = 1;
+  };
+  const Case cases[] = {
+      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},  {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
+      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},  {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
+      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},  {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
+      {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
+      {32, 32, 8, 2, 10, 12, 3, 1, 1, true, Activation::relu, {2, 1}},
+  };
+  Generator gen(93);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i << ": " << c.in << " -> " << c.out << " channels in " << c.groups << " groups");
+    auto f16 = [](const Tensor& t) { return t.to(DType::f16); };
+    const Tensor x = f16(randn({c.batch, c.in, c.h, c.w}, {}, &gen));
+    const Tensor w = f16(randn({c.out, c.in / c.groups, c.kernel, c.kernel}, {}, &gen));
+    const Tensor b = c.bias ? f16(randn({c.out}, {}, &gen)) : Tensor();
+    const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), c.stride, c.pad, c.dilation, c.groups);
+    if (!cpu::conv2d_forward_takes_f16(g, c.act)) WARN("this build's grid takes no f16; only the values are checked");
+    else CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::f16)) == "padded grid");
+    const Tensor y = conv2d(x, w, b, c.stride, c.pad, c.dilation, c.groups, c.act);
+    const Tensor reference =
+        conv2d(x.to(DType::f32), w.to(DType::f32), b.defined() ? b.to(DType::f32) : Tensor(), c.stride, c.pad,
+               c.dilation, c.groups, c.act);
+    CHECK(y.dtype() == DType::f16);
+    test::check_close(y.to(DType::f64), f16(reference).to(DType::f64), 0, 0);
+  }
+}
+
+TEST_CASE("conv2d's f16 forward on the grid carries NaN and infinity as the f32 one does", "[conv][f16]") {
+  Tensor x = zeros({1, 8, 6, 6});
+  x.narrow(1, 0, 1).narrow(2, 2, 1).narrow(3, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  x.narrow(1, 1, 1).narrow(2, 5, 1).narrow(3, 5, 1).fill_(std::numeric_limits<double>::infinity());
+  const Tensor w = ones({8, 8, 3, 3});
+  const Tensor y32 = conv2d(x, w, {}, 1, 1).to(DType::f64).contiguous();
+  const Tensor y16 = conv2d(x.to(DType::f16), w.to(DType::f16), {}, 1, 1).to(DType::f64).contiguous();
+  const double* a = y32.data<double>();
+  const double* b = y16.data<double>();
+  int64_t nans = 0, infinities = 0;
+  for (int64_t i = 0; i < y32.numel(); ++i) {
+    INFO("output " << i << ": f32 " << a[i] << ", f16 " << b[i]);
+    CHECK(std::isnan(a[i]) == std::isnan(b[i]));
+    if (!std::isnan(a[i])) CHECK(a[i] == b[i]);
+    nans += std::isnan(a[i]);
+    infinities += std::isinf(a[i]);
+  }
+  CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
+  CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
+}
