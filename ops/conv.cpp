@@ -23,6 +23,14 @@ void check_floating_operand(const char* op, const char* name, const Tensor& t, c
   EMBER_CHECK(t.device() == like.device(), op, ": expected ", name, " on ", like.device(), ", got ", t.device());
 }
 
+// Whether `pass` of g runs in x's 16-bit dtype, or on f32 copies widened here, rounded once:
+// bf16 on the CPU, bf16 and f16 on cuda (native_reduced_gemm), and f16 on the CPU where the padded
+// grid runs the pass (Note [f16 on the grid] in ops/cpu/conv_grid_tiles_avx512.h).
+bool native_reduced_conv(const Tensor& x, const Conv2dGeometry& g, cpu::ConvPass pass,
+                         Activation act = Activation::none) {
+  return native_reduced_gemm(x) || (x.dtype() == DType::f16 && cpu::conv2d_takes_f16(g, pass, act));
+}
+
 }  // namespace
 
 Conv2dGeometry conv2d_geometry(const Shape& xs, const Shape& ws, IntPair stride, IntPair padding, IntPair dilation,
@@ -66,10 +74,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntPair stride,
   EMBER_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand("conv2d", "weight", w, x);
   const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride, padding, dilation, groups);
-  // f16 on the CPU: f32 on the widened operands, rounded once, but where the grid takes it
-  // (Note [f16 on the grid] in ops/cpu/conv_grid_tiles_avx512.h).
-  const bool f16_on_grid = x.device().is_cpu() && x.dtype() == DType::f16 && cpu::conv2d_forward_takes_f16(g, act);
-  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x) && !f16_on_grid) {
+  if (is_reduced_float(x.dtype()) && !native_reduced_conv(x, g, cpu::ConvPass::forward, act)) {
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(conv2d(x.to(DType::f32), w.to(DType::f32), widened(b), stride, padding, dilation, groups, act), x.dtype());
   }
@@ -109,13 +114,13 @@ Tensor conv2d_input_grad(const Tensor& dy, const Tensor& w, const Shape& input_s
   const char* op = "conv2d_input_grad";
   EMBER_CHECK(is_floating(dy.dtype()), op, ": expected a floating gradient, got ", dtype_name(dy.dtype()));
   check_floating_operand(op, "weight", w, dy);
-  if (is_reduced_float(dy.dtype()) && !native_reduced_gemm(dy)) {  // as conv2d's fallback
+  const Conv2dGeometry g = conv2d_geometry(input_shape, w.shape(), stride, padding, dilation, groups, op);
+  if (is_reduced_float(dy.dtype()) && !native_reduced_conv(dy, g, cpu::ConvPass::input_grad)) {  // as conv2d's
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(
         conv2d_input_grad(dy.to(DType::f32), w.to(DType::f32), input_shape, stride, padding, dilation, groups),
         dy.dtype());
   }
-  const Conv2dGeometry g = conv2d_geometry(input_shape, w.shape(), stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};
   EMBER_CHECK(dy.shape() == out_shape, op, ": expected a gradient of shape ", shape_str(out_shape), ", got ",
               shape_str(dy.shape()));
@@ -129,13 +134,13 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& dy, const Shape& weight
   const char* op = "conv2d_weight_grad";
   EMBER_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
   check_floating_operand(op, "gradient", dy, x);
-  if (is_reduced_float(x.dtype()) && !native_reduced_gemm(x)) {  // as conv2d's fallback
+  const Conv2dGeometry g = conv2d_geometry(x.shape(), weight_shape, stride, padding, dilation, groups, op);
+  if (is_reduced_float(x.dtype()) && !native_reduced_conv(x, g, cpu::ConvPass::weight_grad)) {  // as conv2d's
     const AutocastGuard f32_inside(DType::f32);
     return narrowed(
         conv2d_weight_grad(x.to(DType::f32), dy.to(DType::f32), weight_shape, stride, padding, dilation, groups),
         x.dtype());
   }
-  const Conv2dGeometry g = conv2d_geometry(x.shape(), weight_shape, stride, padding, dilation, groups, op);
   const Shape out_shape{g.batch, g.out_channels, g.out_h, g.out_w};
   EMBER_CHECK(dy.shape() == out_shape, op, ": expected a gradient of shape ", shape_str(out_shape), ", got ",
               shape_str(dy.shape()));

@@ -152,8 +152,8 @@ void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
 // The CPU kernels take f32, f64 and bf16 (f32 accumulation, Note [bf16 convolution]); the
 // "padded grid" algorithm below takes f32 and bf16 (conv2d_grid_takes), "direct" f32/f64 and
-// bf16 forwards; f16 reaches them widened to f32, except forwards on the grid
-// (conv2d_forward_takes_f16).
+// bf16 forwards; f16 reaches them widened to f32, except the passes on the grid
+// (conv2d_takes_f16), which widen what they lay out.
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
 // = act(conv + b), activated block by block as the GEMM finishes it.
 // `pack` (may be null): where the f32 GEMM algorithms keep w packed between calls
@@ -170,9 +170,10 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
 // [Non-finite values on the grid]) and the forward without an activation.
 enum class ConvPass { forward, input_grad, weight_grad };
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype = DType::f32);
-// Whether conv2d_forward takes f16 x, w, b for g and act (the padded grid, Note [f16 on the grid]
-// in cpu/conv_grid_tiles_avx512.h); other f16 passes reach the CPU kernels widened to f32.
-bool conv2d_forward_takes_f16(const Conv2dGeometry& g, Activation act);
+// Whether the CPU kernels take f16 tensors for `pass` of g (act: the forward's): the passes that
+// the padded grid runs (Note [f16 on the grid] in cpu/conv_grid_tiles_avx512.h). ops/conv.cpp
+// widens the operands of the others to f32 itself, once for the forward and backward together.
+bool conv2d_takes_f16(const Conv2dGeometry& g, ConvPass pass, Activation act = Activation::none);
 
 // ---- bias + activation backward (bias_activation.cpp) ----------------------------------------
 // dy, y (outer, C, inner) -> dz (outer, C, inner) = act'(y) * dy and db (C) = dz summed over

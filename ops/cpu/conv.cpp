@@ -535,16 +535,25 @@ bool use_direct_input_grad(const Conv2dGeometry& g, DType dtype) {
 bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_input_grad_suits(g, dtype);
 }
+// t widened to f32 (undefined stays undefined): an f16 pass off the grid (Note [f16 on the grid]).
+Tensor widened_f16(const Tensor& t) {
+  if (!t.defined()) return t;
+  const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
+  copy(t, wide);
+  return wide;
+}
 }  // namespace
 
-bool conv2d_forward_takes_f16(const Conv2dGeometry& g, Activation act) {
-  return use_direct_forward(g, DType::f16, act);  // the grid only (conv2d_direct_forward_suits)
+bool conv2d_takes_f16(const Conv2dGeometry& g, ConvPass pass, Activation act) {
+  // The grid only: the row kernels and im2col + GEMM are f32, f64 and bf16.
+  if (pass == ConvPass::forward) return use_direct_forward(g, DType::f16, act);
+  if (pass == ConvPass::input_grad) return use_direct_input_grad(g, DType::f16) || use_grid_input_grad(g, DType::f16);
+  return use_grid_weight_grad(g, DType::f16);
 }
 
 const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
   // Other f16 convolutions reach these kernels widened to f32 (ops/conv.cpp), so they run f32's.
-  if (dtype == DType::f16 && pass == ConvPass::forward && conv2d_forward_takes_f16(g, Activation::none))
-    return "padded grid";
+  if (dtype == DType::f16 && conv2d_takes_f16(g, pass, Activation::none)) return "padded grid";
   if (dtype == DType::f16) dtype = DType::f32;
   if (g.is_pointwise()) return "1x1 gemm";
   if (pass == ConvPass::forward && use_direct_forward(g, dtype, Activation::none))
@@ -561,6 +570,11 @@ const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y, Conv2dWeightPack* pack) {
   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
+  if (x.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
+    const Tensor y32 = Tensor::empty(y.shape(), {.dtype = DType::f32});
+    conv2d_forward(g, widened_f16(x), widened_f16(w), widened_f16(b), act, y32, nullptr);
+    return copy(y32, y);
+  }
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
 // Note [Non-finite values on the grid]: the padded grid multiplies values that im2col + GEMM never
@@ -578,6 +592,11 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
     if (as_forward) return conv2d_direct_input_grad_as_forward(g, dy, w, dx);
     return conv2d_grid_input_grad(g, dy, w, dx);
   }
+  if (dy.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
+    const Tensor dx32 = Tensor::empty(dx.shape(), {.dtype = DType::f32});
+    conv2d_input_grad(g, widened_f16(dy), widened_f16(w), dx32);
+    return copy(dx32, dx);
+  }
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
       if (use_direct(g, ConvPass::input_grad)) return conv2d_direct_input_grad<T>(g, dy, w, dx);
@@ -587,6 +606,11 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   if (use_grid_weight_grad(g, x.dtype()) && all_finite(x)) return conv2d_grid_weight_grad(g, x, dy, dw);
+  if (x.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
+    const Tensor dw32 = Tensor::empty(dw.shape(), {.dtype = DType::f32});
+    conv2d_weight_grad(g, widened_f16(x), widened_f16(dy), dw32);
+    return copy(dw32, dw);
+  }
   if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }

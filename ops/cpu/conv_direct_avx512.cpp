@@ -125,8 +125,7 @@ Conv2dGeometry transposed_geometry(const Conv2dGeometry& g) {
 }
 
 bool conv2d_direct_input_grad_suits(const Conv2dGeometry& g, DType dtype) {
-  // f16 gradients are widened by the op (Note [f16 on the grid] in conv_grid_tiles_avx512.h).
-  return dtype != DType::f16 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
          g.pad_w <= g.dilation_w * (g.kernel_w - 1) &&
          conv2d_direct_forward_suits(transposed_geometry(g), dtype, Activation::none);
 }
@@ -152,10 +151,12 @@ void transpose_and_flip(const Conv2dGeometry& g, const T* wp, float* tp) {
 
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
                                          const Tensor& dx) {
-  // The transposed weights in f32 whatever w holds: bf16 ones are widened here (Note [bf16 on the grid]).
+  // The transposed weights in f32 whatever w holds: bf16 and f16 ones are widened here (Note [bf16 on
+  // the grid], Note [f16 on the grid]).
   const Tensor wt = Tensor::empty({g.in_channels, g.out_channels_per_group(), g.kernel_h, g.kernel_w},
                                   {.dtype = DType::f32});
   if (w.dtype() == DType::bf16) transpose_and_flip(g, w.data<BFloat16>(), wt.data<float>());
+  else if (w.dtype() == DType::f16) transpose_and_flip(g, w.data<Half>(), wt.data<float>());
   else transpose_and_flip(g, w.data<float>(), wt.data<float>());
   conv2d_direct_forward(transposed_geometry(g), dy, wt, Tensor(), Activation::none, dx);
 }

@@ -132,11 +132,11 @@ bool conv2d_grid_forward_suits(const Conv2dGeometry& g) {
 }
 
 bool conv2d_grid_takes(DType dtype) {
-  return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16);
+  return dtype == DType::f32 || (dtype == DType::bf16 && grid_detail::kGridTakesBf16) ||
+         (dtype == DType::f16 && grid_detail::kGridTakesF16);  // Note [f16 on the grid]
 }
 
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype) {
-  if (dtype == DType::f16) return grid_detail::kGridTakesF16 && conv2d_grid_forward_suits(g);  // Note [f16 on the grid]
   if (!conv2d_grid_takes(dtype)) return false;
   // Note [bf16 on the grid]: bf16 has no row kernel, so its groups of 4 at stride 1 take the
   // grid's 4-row tiles (Note [Thin groups on the grid]) rather than im2col + GEMM.
@@ -204,7 +204,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   const Tensor w32 = as_f32(w), b32 = as_f32(b);
   const float* bp = b32.defined() ? b32.data<float>() : nullptr;
   const int64_t cg = g.in_channels_per_group();
-  auto run = [&]<class T>(TypeTag<T>) {
+  dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {
     const T* xp = x.data<T>();
     auto x_group = [&](int64_t n, int64_t grp) { return xp + (n * g.in_channels + grp * cg) * g.in_plane(); };
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -222,11 +222,7 @@ void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
     grid_forward<grid_detail::F32Taps>(
         g, grid, w32.data<float>(), bp, act, y.data<T>(),
         [&](int64_t n, int64_t grp, float* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
-  };
-#if defined(__AVX512BW__) && defined(__AVX512VL__)  // kGridTakesF16
-  if (x.dtype() == DType::f16) return run(TypeTag<Half>{});  // Note [f16 on the grid]: the forward only
-#endif
-  dispatch_grid(x.dtype(), run);
+  });
 }
 #else
 bool conv2d_grid_takes(DType) { return false; }

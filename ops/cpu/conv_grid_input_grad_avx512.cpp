@@ -171,9 +171,10 @@ void grid_input_grad(const Conv2dGeometry& g, const PhaseGrid& grid, const T* dy
 
 void conv2d_grid_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   const PhaseGrid grid = phase_grid(g);
-  std::vector<int64_t> starts;  // bf16 weights are widened here (Note [bf16 on the grid])
-  const Tensor weights = w.dtype() == DType::bf16 ? phase_weights(g, grid, w.data<BFloat16>(), starts)
-                                                  : phase_weights(g, grid, w.data<float>(), starts);
+  std::vector<int64_t> starts;  // 16-bit weights are widened here (Note [bf16 on the grid])
+  const Tensor weights = w.dtype() == DType::bf16  ? phase_weights(g, grid, w.data<BFloat16>(), starts)
+                         : w.dtype() == DType::f16 ? phase_weights(g, grid, w.data<Half>(), starts)
+                                                   : phase_weights(g, grid, w.data<float>(), starts);
   grid_detail::dispatch_grid(dy.dtype(), [&]<class T>(TypeTag<T>) {
     grid_input_grad<T>(g, grid, dy.data<T>(), weights.data<float>(), starts, dx.data<T>());
   });

@@ -193,21 +193,25 @@ inline constexpr bool kGridTakesBf16 = false;
 
 // Note [f16 on the grid]: f16 has no GEMM of its own on these CPUs, so an f16 convolution was
 // the f32 one on widened copies of its operands, rounded once (ops/conv.cpp), and the copies
-// around the convolutions took 13% of an f16 MNIST step (perf, batch 128). A forward that suits
-// the grid now takes f16 as a widened bf16 layer does: its input planes widened into the f32
-// workspace as they are laid out (vcvtph2ps, the scalar conversion's bits: widen_half_lanes),
-// each output rounded once as the tile stores it (half_lanes), its weights widened once per call.
-// The result is the old one bit for bit (the same f32 pass on the same widened values, rounded
-// once); the gradients keep the widened fallback.
+// around the convolutions took 13% of an f16 MNIST step (perf, batch 128). The passes that the
+// grid runs now take f16 as a widened bf16 layer does: activations and gradients widened into the
+// f32 workspace as they are laid out (vcvtph2ps, the scalar conversion's bits: widen_half_lanes),
+// each result rounded once as the tile stores it or as the f32 sums are copied out (half_lanes),
+// weights widened once per call. Each result is the old one bit for bit (the same f32 pass on the
+// same widened values, rounded once). A pass whose operands are not finite leaves the grid (Note
+// [Non-finite values on the grid] in conv.cpp) and runs f32's on widened copies; so do the
+// layers the grid does not suit, at the op (cpu::conv2d_takes_f16).
 inline constexpr bool kGridTakesF16 = kGridTakesBf16;  // the same 16-bit lanes
 
-// Calls f(TypeTag<T>{}) for the element type of a grid pass's activations: f32 or bf16 (f16 only
-// in the forward, Note [f16 on the grid]).
+// Calls f(TypeTag<T>{}) for the element type of a grid pass's activations: f32, bf16 or f16.
 template <class F>
 void dispatch_grid(DType dtype, F&& f) {
-  if constexpr (kGridTakesBf16)
+  if constexpr (kGridTakesBf16) {
     if (dtype == DType::bf16) return f(TypeTag<BFloat16>{});
-  EMBER_CHECK(dtype == DType::f32, "conv2d on the padded grid: expected f32 or bf16 tensors, got ", dtype_name(dtype));
+    if (dtype == DType::f16) return f(TypeTag<Half>{});
+  }
+  EMBER_CHECK(dtype == DType::f32, "conv2d on the padded grid: expected f32, bf16 or f16 tensors, got ",
+              dtype_name(dtype));
   f(TypeTag<float>{});
 }
 

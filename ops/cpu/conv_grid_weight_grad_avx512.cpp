@@ -323,14 +323,16 @@ void conv2d_grid_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Ten
     };
     if constexpr (std::is_same_v<T, float>) {
       widened(dw.data<float>());
-    } else {  // summed in f32, rounded once (Note [bf16 on the grid])
+    } else {  // summed in f32, rounded once (Note [bf16 on the grid], Note [f16 on the grid])
       const Tensor sums = Tensor::empty(dw.shape(), {.dtype = DType::f32});
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-      if (conv2d_grid_bf16_pairs()) {
-        grid_weight_grad<Bf16PositionPairs>(
-            g, grid, dy.data<T>(), sums.data<float>(),
-            [&](int64_t n, int64_t grp, BFloat16* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
-        return copy(sums, dw);
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        if (conv2d_grid_bf16_pairs()) {
+          grid_weight_grad<Bf16PositionPairs>(
+              g, grid, dy.data<T>(), sums.data<float>(),
+              [&](int64_t n, int64_t grp, BFloat16* xpad) { pad_planes(g, grid, x_group(n, grp), xpad); });
+          return copy(sums, dw);
+        }
       }
 #endif
       widened(sums.data<float>());

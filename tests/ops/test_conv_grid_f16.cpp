@@ -1,16 +1,18 @@
-// Note [f16 on the grid] (ops/cpu/conv_grid_tiles_avx512.h): an f16 forward that suits the padded
-// grid is widened into its f32 workspace and rounded once on the way out, so it must give the bits
-// of the f32 forward on the widened tensors, rounded to f16 (what the op computed before, and
-// still computes for every other f16 convolution); the row copies must widen and round as
+// Note [f16 on the grid] (ops/cpu/conv_grid_tiles_avx512.h): an f16 pass that the padded grid runs
+// is widened into its f32 workspace and rounded once on the way out, so it must give the bits of
+// the f32 pass on the widened tensors, rounded to f16 (what the op computed before, and still
+// computes for every other f16 convolution); the row copies must widen and round as
 // half_bits_to_float and float_to_half_bits do, special values included.
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "ember.h"
+#include "ops/cpu/conv_direct.h"
 #include "ops/kernels.h"
 #include "support/test_support.h"
 #if defined(__AVX512F__)
@@ -72,10 +74,11 @@ TEST_CASE("the grid's f16 row copies round as float_to_half_bits and widen exact
 #endif
 }
 
-TEST_CASE("conv2d's f16 forward on the padded grid gives the f32 forward's bits on the widened tensors",
+TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on the widened tensors",
           "[conv][f16]") {
   // MNIST's two layers, grouped layers of 8 and 24 channels, a thin group of 2 and a depthwise
-  // layer, padding 0 and 2, dilation 2, with and without bias and ReLU, strides 2 and (2, 1).
+  // layer, padding 0 and 2, dilation 2, with and without bias and ReLU; strided grouped layers
+  // (the input gradient as phase forwards) at stride 2 and (2, 1).
   struct Case {
     int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
     bool bias;
@@ -90,23 +93,62 @@ TEST_CASE("conv2d's f16 forward on the padded grid gives the f32 forward's bits 
       {32, 32, 8, 2, 10, 12, 3, 1, 1, true, Activation::relu, {2, 1}},
   };
   Generator gen(93);
+  int passes_on_grid = 0;
   for (size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];
     INFO("case " << i << ": " << c.in << " -> " << c.out << " channels in " << c.groups << " groups");
     auto f16 = [](const Tensor& t) { return t.to(DType::f16); };
+    auto f32 = [](const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); };
+    auto f64 = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
     const Tensor x = f16(randn({c.batch, c.in, c.h, c.w}, {}, &gen));
     const Tensor w = f16(randn({c.out, c.in / c.groups, c.kernel, c.kernel}, {}, &gen));
     const Tensor b = c.bias ? f16(randn({c.out}, {}, &gen)) : Tensor();
     const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), c.stride, c.pad, c.dilation, c.groups);
-    if (!cpu::conv2d_forward_takes_f16(g, c.act)) WARN("this build's grid takes no f16; only the values are checked");
-    else CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::f16)) == "padded grid");
+    // The f32 pass's bits where f32 runs the grid too; elsewhere (f32's row kernels sum in another
+    // order) within f16's rounding of the f64 result.
+    auto check_pass = [&](cpu::ConvPass pass, const Tensor& got, const Tensor& f32_result, const Tensor& f64_result) {
+      INFO("pass " << int(pass));
+      CHECK(got.dtype() == DType::f16);
+      passes_on_grid += cpu::conv2d_takes_f16(g, pass, c.act);
+      const bool same_algorithm = std::string(cpu::conv2d_algorithm(g, pass, DType::f32)) == "padded grid";
+      if (same_algorithm) test::check_close(got.to(DType::f64), f16(f32_result).to(DType::f64), 0, 0);
+      else test::check_close(got.to(DType::f64), f64_result, 1.0 / 512, 1e-3);
+    };
     const Tensor y = conv2d(x, w, b, c.stride, c.pad, c.dilation, c.groups, c.act);
-    const Tensor reference =
-        conv2d(x.to(DType::f32), w.to(DType::f32), b.defined() ? b.to(DType::f32) : Tensor(), c.stride, c.pad,
-               c.dilation, c.groups, c.act);
-    CHECK(y.dtype() == DType::f16);
-    test::check_close(y.to(DType::f64), f16(reference).to(DType::f64), 0, 0);
+    check_pass(cpu::ConvPass::forward, y, conv2d(f32(x), f32(w), f32(b), c.stride, c.pad, c.dilation, c.groups, c.act),
+               conv2d(f64(x), f64(w), f64(b), c.stride, c.pad, c.dilation, c.groups, c.act));
+    CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::f16)) ==
+          (cpu::conv2d_takes_f16(g, cpu::ConvPass::forward) ? "padded grid" : "direct"));
+
+    const Tensor dy = f16(randn(y.shape(), {}, &gen));
+    check_pass(cpu::ConvPass::input_grad, conv2d_input_grad(dy, w, x.shape(), c.stride, c.pad, c.dilation, c.groups),
+               conv2d_input_grad(f32(dy), f32(w), x.shape(), c.stride, c.pad, c.dilation, c.groups),
+               conv2d_input_grad(f64(dy), f64(w), x.shape(), c.stride, c.pad, c.dilation, c.groups));
+    check_pass(cpu::ConvPass::weight_grad, conv2d_weight_grad(x, dy, w.shape(), c.stride, c.pad, c.dilation, c.groups),
+               conv2d_weight_grad(f32(x), f32(dy), w.shape(), c.stride, c.pad, c.dilation, c.groups),
+               conv2d_weight_grad(f64(x), f64(dy), w.shape(), c.stride, c.pad, c.dilation, c.groups));
   }
+  // Every forward and weight gradient above, and every input gradient but the first layer's (one
+  // input channel), where the build has the lanes.
+  if (cpu::conv2d_grid_takes(DType::f16)) CHECK(passes_on_grid == 3 * int(std::size(cases)) - 1);
+  else WARN("this build's grid takes no f16 (it needs AVX512-BW and -VL); only the values are checked");
+}
+
+// Note [Non-finite values on the grid]: a non-finite weight (input gradient) or input (weight
+// gradient) sends the pass off the grid, where f16 runs f32's passes on widened copies.
+TEST_CASE("conv2d's f16 gradients with non-finite operands leave the grid and match f32's", "[conv][f16]") {
+  Generator gen(94);
+  Tensor x = randn({2, 16, 9, 9}, {}, &gen), w = randn({16, 16, 3, 3}, {}, &gen);
+  x.narrow(1, 3, 1).narrow(2, 4, 1).narrow(3, 4, 1).fill_(std::numeric_limits<double>::infinity());
+  w.narrow(0, 2, 1).narrow(1, 5, 1).narrow(2, 1, 1).narrow(3, 1, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  const Tensor dy = randn({2, 16, 9, 9}, {}, &gen).to(DType::f16);
+  const Tensor x16 = x.to(DType::f16), w16 = w.to(DType::f16);
+  const Tensor dx = conv2d_input_grad(dy, w16, x.shape(), 1, 1, 1, 1);
+  const Tensor dx32 = conv2d_input_grad(dy.to(DType::f32), w16.to(DType::f32), x.shape(), 1, 1, 1, 1);
+  test::check_close(dx.to(DType::f64), dx32.to(DType::f16).to(DType::f64), 0, 0);
+  const Tensor dw = conv2d_weight_grad(x16, dy, w.shape(), 1, 1, 1, 1);
+  const Tensor dw32 = conv2d_weight_grad(x16.to(DType::f32), dy.to(DType::f32), w.shape(), 1, 1, 1, 1);
+  test::check_close(dw.to(DType::f64), dw32.to(DType::f16).to(DType::f64), 0, 0);
 }
 
 TEST_CASE("conv2d's f16 forward on the grid carries NaN and infinity as the f32 one does", "[conv][f16]") {
