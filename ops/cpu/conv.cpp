@@ -110,7 +110,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
-#include <string_view>
 #include <functional>
 #include <memory>
 #include <type_traits>
@@ -120,6 +119,7 @@
 #include "core/parallel.h"
 #include "ops/conv_weight_pack.h"
 #include "ops/kernels.h"
+#include "ops/cpu/conv_choice.h"
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_planes_avx512.h"
 #include "ops/cpu/gemm_prepacked.h"
@@ -510,71 +510,23 @@ void weight_grad_typed(const Conv2dGeometry& g, const Tensor& x, const Tensor& d
 }  // namespace
 
 namespace {
-bool conv_gemm_only() {
-  static const bool gemm_only = [] {
-    const char* v = std::getenv("EMBER_CONV_ALGORITHM");
-    return v && std::string_view(v) == "gemm";
-  }();
-  return gemm_only;
-}
-bool use_direct(const Conv2dGeometry& g, ConvPass pass) {
-  return !conv_gemm_only() && pass == ConvPass::input_grad && conv2d_direct_suits(g);
-}
-bool use_direct_forward(const Conv2dGeometry& g, DType dtype, Activation act) {
-  return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_forward_suits(g, dtype, act);
-}
-bool use_direct_weight_grad(const Conv2dGeometry& g, DType dtype) {
-  return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_weight_grad_suits(g, dtype);
-}
-bool use_grid_weight_grad(const Conv2dGeometry& g, DType dtype) {
-  return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_weight_grad_suits(g, dtype);
-}
-bool use_direct_input_grad(const Conv2dGeometry& g, DType dtype) {
-  return !conv_gemm_only() && !g.is_pointwise() && conv2d_direct_input_grad_suits(g, dtype);
-}
-bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
-  return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_input_grad_suits(g, dtype);
-}
-// t widened to f32 (undefined stays undefined): an f16 pass off the grid (Note [f16 on the grid]).
-Tensor widened_f16(const Tensor& t) {
-  if (!t.defined()) return t;
-  const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
-  copy(t, wide);
-  return wide;
+// out = the f32 pass on widened copies, rounded once: an f16 pass off the grid (Note [f16 on the
+// grid] in conv_grid_tiles_avx512.h). pass(out32) runs it.
+template <class Pass>
+void widened_f16_pass(const Tensor& out, Pass&& pass) {
+  const Tensor out32 = Tensor::empty(out.shape(), {.dtype = DType::f32});
+  pass(out32);
+  copy(out32, out);
 }
 }  // namespace
-
-bool conv2d_takes_f16(const Conv2dGeometry& g, ConvPass pass, Activation act) {
-  // The grid only: the row kernels and im2col + GEMM are f32, f64 and bf16.
-  if (pass == ConvPass::forward) return use_direct_forward(g, DType::f16, act);
-  if (pass == ConvPass::input_grad) return use_direct_input_grad(g, DType::f16) || use_grid_input_grad(g, DType::f16);
-  return use_grid_weight_grad(g, DType::f16);
-}
-
-const char* conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
-  // Other f16 convolutions reach these kernels widened to f32 (ops/conv.cpp), so they run f32's.
-  if (dtype == DType::f16 && conv2d_takes_f16(g, pass, Activation::none)) return "padded grid";
-  if (dtype == DType::f16) dtype = DType::f32;
-  if (g.is_pointwise()) return "1x1 gemm";
-  if (pass == ConvPass::forward && use_direct_forward(g, dtype, Activation::none))
-    return conv2d_grid_forward_suits(g, dtype) ? "padded grid" : "direct";
-  if (pass == ConvPass::input_grad && use_direct_input_grad(g, dtype))
-    return conv2d_direct_input_grad_on_grid(g, dtype) ? "padded grid" : "direct";
-  if (pass == ConvPass::input_grad && use_grid_input_grad(g, dtype)) return "padded grid";
-  if (pass == ConvPass::weight_grad && use_grid_weight_grad(g, dtype)) return "padded grid";
-  if (pass == ConvPass::weight_grad && use_direct_weight_grad(g, dtype)) return "direct";
-  if (dtype != DType::bf16 && use_direct(g, pass)) return "direct";  // Note [bf16 convolution]
-  return pass == ConvPass::input_grad ? "gemm+col2im" : "im2col+gemm";
-}
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                     const Tensor& y, Conv2dWeightPack* pack) {
   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
-  if (x.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
-    const Tensor y32 = Tensor::empty(y.shape(), {.dtype = DType::f32});
-    conv2d_forward(g, widened_f16(x), widened_f16(w), widened_f16(b), act, y32, nullptr);
-    return copy(y32, y);
-  }
+  if (x.dtype() == DType::f16)
+    return widened_f16_pass(y, [&](const Tensor& y32) {
+      conv2d_forward(g, widened_f16(x), widened_f16(w), widened_f16(b), act, y32, nullptr);
+    });
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
 // Note [Non-finite values on the grid]: the padded grid multiplies values that im2col + GEMM never
@@ -592,11 +544,10 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
     if (as_forward) return conv2d_direct_input_grad_as_forward(g, dy, w, dx);
     return conv2d_grid_input_grad(g, dy, w, dx);
   }
-  if (dy.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
-    const Tensor dx32 = Tensor::empty(dx.shape(), {.dtype = DType::f32});
-    conv2d_input_grad(g, widened_f16(dy), widened_f16(w), dx32);
-    return copy(dx32, dx);
-  }
+  if (dy.dtype() == DType::f16)
+    return widened_f16_pass(dx, [&](const Tensor& dx32) {
+      conv2d_input_grad(g, widened_f16(dy), widened_f16(w), dx32);
+    });
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
       if (use_direct(g, ConvPass::input_grad)) return conv2d_direct_input_grad<T>(g, dy, w, dx);
@@ -606,11 +557,10 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
 }
 void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   if (use_grid_weight_grad(g, x.dtype()) && all_finite(x)) return conv2d_grid_weight_grad(g, x, dy, dw);
-  if (x.dtype() == DType::f16) {  // off the grid (Note [f16 on the grid])
-    const Tensor dw32 = Tensor::empty(dw.shape(), {.dtype = DType::f32});
-    conv2d_weight_grad(g, widened_f16(x), widened_f16(dy), dw32);
-    return copy(dw32, dw);
-  }
+  if (x.dtype() == DType::f16)
+    return widened_f16_pass(dw, [&](const Tensor& dw32) {
+      conv2d_weight_grad(g, widened_f16(x), widened_f16(dy), dw32);
+    });
   if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });
 }

@@ -109,18 +109,19 @@ inline int64_t whole_row_block(int64_t N, const PairTiles& tiles) {
 // count. With B as columns the part's GEMM packs only the wave's rows of A transposed (D x the
 // wave's rows), so it takes all of dB at once.
 // A GEMM of dA = W B packs its A, its rows of S (a block's; a wave's with B as columns), in the
-// GEMM's KC blocks (512 columns on a 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128 KiB per thread, held by both threads
-// at once at the pass's peak (2.04 MiB extra in `bench losses`, against the 2). In chunks
-// of gradient_chunk() columns of S it packs at most kGradientChunkValues of them (64 KiB of f32,
-// where a block has at most kGradientChunkValues rows, as every default one has), and with B as
-// columns at most as many of B, which it packs too (op(B) = B's rows transposed); each chunk after
-// the first adds to dA (beta 1), so the sums are fixed by N, D and the block size, not by the
-// thread count (nor by which gradients are wanted). ProxyAnchor's blocks of 64 take chunks of 256 columns, which left its time as it
-// was and its peak at 1.91 MiB. ArcFace's blocks of 32 rows took 512 with W as rows, the GEMM's
-// own KC here (256 made it 5% slower; lossprobe, alternated). With W as columns a chunk of 512
-// packed 256 KiB of W per thread and the peak rose to 2.12 MiB; the 128 columns that D = 128
-// allows bring it to 1.88-1.89 (peakprobe), at the same speed (lossprobe, alternated, 1.51-1.54
-// ms per step either way, measured with dA in the blocks).
+// GEMM's KC blocks (512 columns on a 48 KiB L1): at ProxyAnchor's 64 rows of 512 embeddings, 128
+// KiB per thread, held by both threads at once at the pass's peak (2.04 MiB extra in `bench
+// losses`, against the 2). In chunks of gradient_chunk() columns of S it packs at most
+// kGradientChunkValues of them (64 KiB of f32, where a block has at most kGradientChunkValues
+// rows, as every default one has), and with B as columns at most as many of B, which it packs too
+// (op(B) = B's rows transposed); each chunk after the first adds to dA (beta 1), so the sums are
+// fixed by N, D and the block size, not by the thread count (nor by which gradients are wanted).
+// ProxyAnchor's blocks of 64 take chunks of 256 columns, which left its time as it was and its
+// peak at 1.91 MiB. ArcFace's blocks of 32 rows took 512 with W as rows, the GEMM's own KC here
+// (256 made it 5% slower; lossprobe, alternated). With W as columns a chunk of 512 packed 256 KiB
+// of W per thread and the peak rose to 2.12 MiB; the 128 columns that D = 128 allows bring it to
+// 1.88-1.89 (peakprobe), at the same speed (lossprobe, alternated, 1.51-1.54 ms per step either
+// way, measured with dA in the blocks).
 //
 // dA[r0:r1] = W[r0:r1] B for the wave's weights S (its rows from w0, ld apart), in chunks of S's
 // columns (Note [Gradient GEMMs in chunks]); one GEMM where N is 0 (it writes dA's zeros).
