@@ -19,6 +19,7 @@
 #include "ops/cpu/conv_direct.h"
 #include "ops/kernels.h"
 #include "support/test_support.h"
+#include "grid_checks.h"
 
 #if defined(__AVX512F__)
 #include "ops/cpu/conv_grid_tiles_avx512.h"
@@ -43,25 +44,17 @@ TEST_CASE("the grid's bf16 row copies round as float_to_bfloat16_bits and widen 
   } else {
     // Ties to even both ways, the largest finite value and the overflow past it, infinities,
     // signalling and quiet NaNs of both signs, subnormals, zeros; then random bit patterns.
-    std::vector<uint32_t> bits = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F7F7FFFu, 0x7F800000u,
-                                  0xFF800000u, 0x7F800001u, 0xFF800001u, 0x7FC00000u, 0xFFFFFFFFu, 0x00000001u,
-                                  0x8000FFFFu, 0x00008000u, 0x00000000u, 0x80000000u, 0x007FFFFFu};
-    uint64_t state = 12345;
-    while (bits.size() < 16 * 64 + 9) {  // a tail of 9 past whole vectors
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      bits.push_back(uint32_t(state >> 32));
-    }
-    std::vector<float> values;
-    for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
-    const int64_t width = int64_t(values.size());
-    std::vector<BFloat16> rounded(values.size() + 1, BFloat16::from_bits(0xABCD));
-    cpu::grid_detail::copy_rows(values.data(), 0, rounded.data(), 0, 1, width);
-    for (int64_t j = 0; j < width; ++j) {
-      INFO("bits 0x" << std::hex << bits[size_t(j)]);
-      CHECK(rounded[size_t(j)].bits == float_to_bfloat16_bits(values[size_t(j)]));
-    }
-    CHECK(rounded.back().bits == 0xABCD);  // nothing written past the row
-    std::vector<float> widened(values.size() + 1, -7.0f);
+    const std::vector<uint32_t> special = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F7F7FFFu,
+                                           0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFF800001u, 0x7FC00000u,
+                                           0xFFFFFFFFu, 0x00000001u, 0x8000FFFFu, 0x00008000u, 0x00000000u,
+                                           0x80000000u, 0x007FFFFFu};
+    test::check_grid_rounding<BFloat16>(special, 12345, float_to_bfloat16_bits);
+    // Widened: exactly, the bits shifted up.
+    std::vector<BFloat16> rounded;
+    for (uint32_t b : special) rounded.push_back(BFloat16::from_bits(uint16_t(b >> 16)));
+    for (uint32_t b = 0; b < 16 * 64 + 9; ++b) rounded.push_back(BFloat16::from_bits(uint16_t(b * 40503u)));
+    const int64_t width = int64_t(rounded.size());
+    std::vector<float> widened(rounded.size() + 1, -7.0f);
     cpu::grid_detail::copy_rows(rounded.data(), 0, widened.data(), 0, 1, width);
     for (int64_t j = 0; j < width; ++j)
       CHECK(std::bit_cast<uint32_t>(widened[size_t(j)]) == uint32_t(rounded[size_t(j)].bits) << 16);
@@ -74,35 +67,12 @@ TEST_CASE("the grid's bf16 row copies round as float_to_bfloat16_bits and widen 
 
 namespace {
 
-// Every bf16 grid pass of the cases below against f32 and f64: widened passes bit for bit,
-// pair passes (where conv2d_grid_bf16_pairs) within the bf16 rounding of f64.
+// Every bf16 grid pass of test::kGridCases against f32 and f64: widened passes bit for bit, pair
+// passes (where conv2d_grid_bf16_pairs) within the bf16 rounding of f64.
 void check_bf16_grid_passes() {
-  // MNIST's two layers (ungrouped; 8 and 16 output channels per thread-block), grouped layers of
-  // 8, 16 and 24 channels, a thin group of 2 and a depthwise layer, padding 0 and 2, dilation 2,
-  // with and without bias and ReLU; and strided grouped layers (Note [Strided grid], the input
-  // gradient as phase forwards) of 2, 4 and 8 channels per group, odd sizes, stride 2 and (2, 1);
-  // and groups of 4 at stride 1, which f32 gives to the row kernel and bf16 to the grid.
-  struct Case {
-    int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
-    bool bias;
-    Activation act;
-    IntPair stride = 1;
-  };
-  const Case cases[] = {
-      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},   {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
-      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},   {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
-      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},   {8, 4, 4, 2, 12, 12, 3, 1, 1, false, Activation::none},
-      {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
-      {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 16, 13, 3, 1, 1, true, Activation::relu, 2},
-      {64, 64, 8, 1, 9, 9, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 10, 12, 3, 1, 1, false, Activation::none, {2, 1}},
-      {16, 16, 4, 2, 14, 14, 3, 1, 1, true, Activation::relu},
-      {32, 32, 8, 1, 9, 17, 3, 1, 1, false, Activation::none},
-  };
   Generator gen(91);
-  for (size_t i = 0; i < std::size(cases); ++i) {
-    const Case& c = cases[i];
+  for (size_t i = 0; i < std::size(test::kGridCases); ++i) {
+    const test::GridCase& c = test::kGridCases[i];
     INFO("case " << i << ": " << c.in << " -> " << c.out << " channels in " << c.groups << " groups");
     auto bf16 = [](const Tensor& t) { return t.to(DType::bf16); };
     auto widened = [](const Tensor& t) { return t.to(DType::f32); };
@@ -173,25 +143,29 @@ TEST_CASE("conv2d's bf16 padded-grid passes with EMBER_BF16_GEMM=widened give th
   check_bf16_grid_passes();
 }
 
-TEST_CASE("conv2d's bf16 padded-grid forward carries NaN and infinity as the f32 one does", "[conv][bf16]") {
+// f16 too (Note [f16 on the grid] in ops/cpu/conv_grid_tiles_avx512.h).
+TEST_CASE("conv2d's bf16 and f16 padded-grid forwards carry NaN and infinity as the f32 one does", "[conv][bf16]") {
   Tensor x = zeros({1, 8, 6, 6});
   x.narrow(1, 0, 1).narrow(2, 2, 1).narrow(3, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
   x.narrow(1, 1, 1).narrow(2, 5, 1).narrow(3, 5, 1).fill_(std::numeric_limits<double>::infinity());
   const Tensor w = ones({8, 8, 3, 3});
   const Tensor y32 = conv2d(x, w, {}, 1, 1).to(DType::f64).contiguous();
-  const Tensor y16 = conv2d(x.to(DType::bf16), w.to(DType::bf16), {}, 1, 1).to(DType::f64).contiguous();
-  const double* a = y32.data<double>();
-  const double* b = y16.data<double>();
-  int64_t nans = 0, infinities = 0;
-  for (int64_t i = 0; i < y32.numel(); ++i) {
-    INFO("output " << i << ": f32 " << a[i] << ", bf16 " << b[i]);
-    CHECK(std::isnan(a[i]) == std::isnan(b[i]));
-    if (!std::isnan(a[i])) CHECK(a[i] == b[i]);
-    nans += std::isnan(a[i]);
-    infinities += std::isinf(a[i]);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    const Tensor y16 = conv2d(x.to(dtype), w.to(dtype), {}, 1, 1).to(DType::f64).contiguous();
+    const double* a = y32.data<double>();
+    const double* b = y16.data<double>();
+    int64_t nans = 0, infinities = 0;
+    for (int64_t i = 0; i < y32.numel(); ++i) {
+      INFO("output " << i << ": f32 " << a[i] << ", 16-bit " << b[i]);
+      CHECK(std::isnan(a[i]) == std::isnan(b[i]));
+      if (!std::isnan(a[i])) CHECK(a[i] == b[i]);
+      nans += std::isnan(a[i]);
+      infinities += std::isinf(a[i]);
+    }
+    CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
+    CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
   }
-  CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
-  CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
 }
 
 // conv2d_algorithm names what each dtype runs (`bench kernels` prints it beside bf16 rows): groups

@@ -15,6 +15,7 @@
 #include "ops/cpu/conv_direct.h"
 #include "ops/kernels.h"
 #include "support/test_support.h"
+#include "grid_checks.h"
 #if defined(__AVX512F__)
 #include "ops/cpu/conv_grid_layout_avx512.h"
 #endif
@@ -28,25 +29,11 @@ TEST_CASE("the grid's f16 row copies round as float_to_half_bits and widen exact
     WARN("this build's grid takes no f16 (it needs AVX512-BW and -VL)");
   } else {
     // Ties to even, the overflow to infinity at 65520, subnormals, infinities, signalling and quiet
-    // NaNs of both signs, zeros; then random bit patterns, with a tail of 9 past whole vectors.
-    std::vector<uint32_t> bits = {0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000001u,
-                                  0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC00000u, 0x7FC12345u, 0x00000000u,
-                                  0x80000000u, 0x387FC000u, 0xC7000000u, 0x00000001u, 0x3E2AAAABu};
-    uint64_t state = 777;
-    while (bits.size() < 16 * 64 + 9) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      bits.push_back(uint32_t(state >> 32));
-    }
-    std::vector<float> values;
-    for (uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
-    const int64_t width = int64_t(values.size());
-    std::vector<Half> rounded(values.size() + 1, Half::from_bits(0xABCD));
-    cpu::grid_detail::copy_rows(values.data(), 0, rounded.data(), 0, 1, width);
-    for (int64_t j = 0; j < width; ++j) {
-      INFO("bits 0x" << std::hex << bits[size_t(j)]);
-      CHECK(rounded[size_t(j)].bits == float_to_half_bits(values[size_t(j)]));
-    }
-    CHECK(rounded.back().bits == 0xABCD);  // nothing written past the row
+    // NaNs of both signs, zeros.
+    test::check_grid_rounding<Half>({0x3F801000u, 0x3F803000u, 0x477FEFFFu, 0x477FF000u, 0x33800000u, 0x33000001u,
+                                     0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC00000u, 0x7FC12345u, 0x00000000u,
+                                     0x80000000u, 0x387FC000u, 0xC7000000u, 0x00000001u, 0x3E2AAAABu},
+                                    777, float_to_half_bits);
     // Widened: every half's value, signalling NaNs keeping their quiet bit clear.
     std::vector<Half> halves;
     for (uint32_t h = 0; h < 65536; ++h) halves.push_back(Half::from_bits(uint16_t(h)));
@@ -76,26 +63,10 @@ TEST_CASE("the grid's f16 row copies round as float_to_half_bits and widen exact
 
 TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on the widened tensors",
           "[conv][f16]") {
-  // MNIST's two layers, grouped layers of 8 and 24 channels, a thin group of 2 and a depthwise
-  // layer, padding 0 and 2, dilation 2, with and without bias and ReLU; strided grouped layers
-  // (the input gradient as phase forwards) at stride 2 and (2, 1).
-  struct Case {
-    int64_t in, out, groups, batch, h, w, kernel, pad, dilation;
-    bool bias;
-    Activation act;
-    IntPair stride = 1;
-  };
-  const Case cases[] = {
-      {1, 16, 1, 3, 28, 28, 3, 1, 1, true, Activation::relu},  {16, 32, 1, 2, 14, 14, 3, 1, 1, true, Activation::relu},
-      {16, 16, 2, 2, 7, 9, 3, 1, 1, false, Activation::none},  {32, 32, 2, 1, 10, 10, 3, 0, 1, true, Activation::none},
-      {16, 48, 2, 2, 9, 11, 3, 2, 2, true, Activation::relu},  {8, 8, 8, 2, 13, 6, 3, 1, 1, true, Activation::relu},
-      {16, 16, 8, 2, 15, 16, 3, 1, 1, false, Activation::none, 2},
-      {32, 32, 8, 2, 10, 12, 3, 1, 1, true, Activation::relu, {2, 1}},
-  };
   Generator gen(93);
   int passes_on_grid = 0;
-  for (size_t i = 0; i < std::size(cases); ++i) {
-    const Case& c = cases[i];
+  for (size_t i = 0; i < std::size(test::kGridCases); ++i) {
+    const test::GridCase& c = test::kGridCases[i];
     INFO("case " << i << ": " << c.in << " -> " << c.out << " channels in " << c.groups << " groups");
     auto f16 = [](const Tensor& t) { return t.to(DType::f16); };
     auto f32 = [](const Tensor& t) { return t.defined() ? t.to(DType::f32) : Tensor(); };
@@ -128,9 +99,10 @@ TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on t
                conv2d_weight_grad(f32(x), f32(dy), w.shape(), c.stride, c.pad, c.dilation, c.groups),
                conv2d_weight_grad(f64(x), f64(dy), w.shape(), c.stride, c.pad, c.dilation, c.groups));
   }
-  // Every forward and weight gradient above, and every input gradient but the first layer's (one
-  // input channel), where the build has the lanes.
-  if (cpu::conv2d_grid_takes(DType::f16)) CHECK(passes_on_grid == 3 * int(std::size(cases)) - 1);
+  // Every pass of test::kGridCases but the first layer's input gradient (one input channel) and
+  // the two layers with groups of 4 at stride 1, whose forwards and input gradients (forwards too)
+  // f16 gives to f32's row kernels, as f32 does, where the build has the lanes.
+  if (cpu::conv2d_grid_takes(DType::f16)) CHECK(passes_on_grid == 3 * int(std::size(test::kGridCases)) - 5);
   else WARN("this build's grid takes no f16 (it needs AVX512-BW and -VL); only the values are checked");
 }
 
@@ -149,25 +121,4 @@ TEST_CASE("conv2d's f16 gradients with non-finite operands leave the grid and ma
   const Tensor dw = conv2d_weight_grad(x16, dy, w.shape(), 1, 1, 1, 1);
   const Tensor dw32 = conv2d_weight_grad(x16.to(DType::f32), dy.to(DType::f32), w.shape(), 1, 1, 1, 1);
   test::check_close(dw.to(DType::f64), dw32.to(DType::f16).to(DType::f64), 0, 0);
-}
-
-TEST_CASE("conv2d's f16 forward on the grid carries NaN and infinity as the f32 one does", "[conv][f16]") {
-  Tensor x = zeros({1, 8, 6, 6});
-  x.narrow(1, 0, 1).narrow(2, 2, 1).narrow(3, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
-  x.narrow(1, 1, 1).narrow(2, 5, 1).narrow(3, 5, 1).fill_(std::numeric_limits<double>::infinity());
-  const Tensor w = ones({8, 8, 3, 3});
-  const Tensor y32 = conv2d(x, w, {}, 1, 1).to(DType::f64).contiguous();
-  const Tensor y16 = conv2d(x.to(DType::f16), w.to(DType::f16), {}, 1, 1).to(DType::f64).contiguous();
-  const double* a = y32.data<double>();
-  const double* b = y16.data<double>();
-  int64_t nans = 0, infinities = 0;
-  for (int64_t i = 0; i < y32.numel(); ++i) {
-    INFO("output " << i << ": f32 " << a[i] << ", f16 " << b[i]);
-    CHECK(std::isnan(a[i]) == std::isnan(b[i]));
-    if (!std::isnan(a[i])) CHECK(a[i] == b[i]);
-    nans += std::isnan(a[i]);
-    infinities += std::isinf(a[i]);
-  }
-  CHECK(nans == 8 * 9);        // every output channel, the 3 x 3 around the NaN
-  CHECK(infinities == 8 * 4);  // the 2 x 2 in the corner around the infinity
 }

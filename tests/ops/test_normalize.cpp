@@ -1,10 +1,12 @@
-// normalize_rows (ops/normalize.h), one fused op with its own kernels: against the composite
-// it replaced, div(x, clamp(norm(x), 1e-12)), in values and gradients on every layout and at
-// the singular rows (zero, below eps, NaN, inf); f64 gradchecks; the donated gradient (Note
-// [Fused row normalisation]); and cuda (the simulator in CI) against the CPU kernels.
+// normalize_rows and normalize_columns (ops/normalize.h), fused ops with their own kernels.
+// normalize_rows against the composite it replaced, div(x, clamp(norm(x), 1e-12)), in values and
+// gradients on every layout and at the singular rows (zero, below eps, NaN, inf); f64 gradchecks;
+// the donated gradient (Note [Fused row normalisation]); and cuda (the simulator in CI) against
+// the CPU kernels. normalize_columns below.
 #include <cmath>
 
 #include "cuda/runtime.h"
+#include "ops/padded_rows.h"
 #include "support/test_support.h"
 
 using namespace ember;
@@ -73,15 +75,18 @@ TEST_CASE("normalize_rows passes an f64 gradcheck on every layout") {
     }
 }
 
-TEST_CASE("normalize_rows writes dx into a donated gradient, never into a shared one") {
+namespace {
+
+// f(x)'s backward writes dx into a gradient nothing else holds (mul's backward hands f its only
+// reference to a fresh one: dx is written there and adopted by x.grad(), so backward needs one
+// x-sized buffer, not two), and only reads a gradient the caller holds.
+void check_donated_gradient(Tensor (*f)(const Tensor&), const Shape& shape) {
   Generator gen(14);
-  const Tensor x = randn({256, 64}, {}, &gen).requires_grad_();
+  const Tensor x = randn(shape, {}, &gen).requires_grad_();
   const int64_t bytes = x.nbytes();
   Allocator& allocator = allocator_for(Device::cpu());
   {
-    // mul's backward hands normalize_rows its only reference to a fresh gradient: dx is written
-    // there and adopted by x.grad(), so backward needs one x-sized buffer, not two.
-    const Tensor y = normalize_rows(x);
+    const Tensor y = f(x);
     const Tensor loss = sum(mul(y, 3.0));
     const int64_t before = allocator.stats().allocated_bytes;
     allocator.reset_peak_stats();
@@ -89,10 +94,15 @@ TEST_CASE("normalize_rows writes dx into a donated gradient, never into a shared
     CHECK(allocator.stats().peak_allocated_bytes - before < bytes + bytes / 2);
   }
   x.zero_grad();
-  // A gradient the caller still holds is read, not overwritten.
-  const Tensor g = full({256, 64}, 2.0);
-  normalize_rows(x).backward(g);
-  check_close(g, full({256, 64}, 2.0), 0, 0);
+  const Tensor g = full(shape, 2.0);
+  f(x).backward(g);
+  check_close(g, full(shape, 2.0), 0, 0);
+}
+
+}  // namespace
+
+TEST_CASE("normalize_rows writes dx into a donated gradient, never into a shared one") {
+  check_donated_gradient(normalize_rows, {256, 64});
 }
 
 TEST_CASE("normalize_rows on cuda equals the CPU kernels (row-major, transposed and strided rows)") {
@@ -105,6 +115,111 @@ TEST_CASE("normalize_rows on cuda equals the CPU kernels (row-major, transposed 
         const Tensor g = randn(x.shape(), {.dtype = dtype});
         const auto [y, dx] = value_and_grad(normalize_rows, x, g, layout, Device::cuda());
         const auto [y_cpu, dx_cpu] = value_and_grad(normalize_rows, x, g, layout, Device::cpu());
+        const double tol = dtype == DType::f64 ? 1e-13 : 2e-6;
+        check_close(y, y_cpu, tol, tol);
+        check_close(dx, dx_cpu, tol, tol);
+      }
+    }
+}
+
+// ---- normalize_columns --------------------------------------------------------------------
+// The column form for class weights kept in PML's (D, C) layout: against normalize_rows of the
+// transpose (the forward bit for bit: Note [Column blocks] in ops/cpu/normalize.cpp) and the
+// composite div(x, clamp(norm(x, dim 0), eps)) in gradients, singular columns included; the padded
+// rows (Note [Padded rows]); f64 gradchecks; the donated gradient; bad input; cuda against the CPU.
+
+namespace {
+
+Tensor composite_columns(const Tensor& x) {
+  return div(x, clamp(norm(x, 2.0, {0}, /*keepdim=*/true), 1e-12, std::nullopt));
+}
+Tensor via_rows(const Tensor& x) { return normalize_rows(x.t()).t(); }
+
+// (5, 8) with a zero column, a column below eps, a NaN column and an inf column after four
+// random ones.
+Tensor singular_columns(DType dtype) {
+  Generator gen(21);
+  Tensor x = randn({5, 8}, {.dtype = DType::f64}, &gen);
+  x.select(1, 4).fill_(0.0);
+  x.select(1, 5).fill_(1e-14);
+  x.select(1, 6).fill_(1.0), x.select(1, 6).select(0, 2).fill_(NAN);
+  x.select(1, 7).fill_(2.0), x.select(1, 7).select(0, 1).fill_(INFINITY);
+  return x.to(dtype);
+}
+
+}  // namespace
+
+TEST_CASE("normalize_columns has normalize_rows' bits of the transpose, the composite's gradients, padded rows") {
+  for (DType dtype : {DType::f64, DType::f32})
+    for (Layout layout : {Layout::contiguous, Layout::permuted, Layout::strided}) {
+      INFO(dtype_name(dtype) << " " << test::layout_name(layout));
+      const Tensor x = singular_columns(dtype);
+      Generator gen(22);
+      const Tensor g = randn({5, 8}, {.dtype = DType::f64}, &gen).to(dtype);
+      const auto [y, dx] = value_and_grad(normalize_columns, x, g, layout, Device::cpu());
+      const auto [y_rows, dx_rows] = value_and_grad(via_rows, x, g, layout, Device::cpu());
+      const auto [y_ref, dx_ref] = value_and_grad(composite_columns, x, g, layout, Device::cpu());
+      check_close(y, y_rows, 0, 0);  // NaN compares NaN for NaN
+      // The column sums of dx run in another order than normalize_rows' row sums: to rounding.
+      const double tol = dtype == DType::f64 ? 1e-14 : 1e-6;
+      check_close(dx, dx_ref, tol, tol);
+      check_close(dx, dx_rows, tol, tol);
+      const Tensor y_padded = normalize_columns(x);
+      CHECK(y_padded.stride(1) == 1);
+      CHECK(y_padded.stride(0) == padded_row_stride(8, int64_t(dtype_size(dtype))));
+    }
+}
+
+TEST_CASE("padded_row_stride rounds rows to cache lines and keeps them off multiples of 4 KiB") {
+  CHECK(padded_row_stride(1000, 4) == 1008);
+  CHECK(padded_row_stride(1024, 4) == 1040);  // 4 KiB: one line more
+  CHECK(padded_row_stride(512, 4) == 512);
+  CHECK(padded_row_stride(512, 8) == 520);
+  CHECK(padded_row_stride(3, 8) == 8);
+  CHECK(padded_row_stride(0, 4) == 16);
+}
+
+TEST_CASE("normalize_columns passes an f64 gradcheck on every layout") {
+  Generator gen(23);
+  const Tensor x0 = randn({4, 6}, {.dtype = DType::f64}, &gen);
+  for (Device device : devices())
+    for (Layout layout : {Layout::contiguous, Layout::permuted, Layout::strided}) {
+      INFO(device << " " << test::layout_name(layout));
+      test::require_gradcheck([](const TensorList& in) { return normalize_columns(in[0]); },
+                              {test::relayout(x0.to(device), layout).requires_grad_()});
+    }
+}
+
+TEST_CASE("normalize_columns writes dx into a donated gradient, never into a shared one") {
+  check_donated_gradient(normalize_columns, {64, 256});
+  // A gradient with another column stride than 1 is read through a contiguous copy.
+  Generator gen(24);
+  const Tensor x = randn({64, 256}, {}, &gen).requires_grad_();
+  normalize_columns(x).backward(full({256, 64}, 2.0).t());
+  const Tensor dx = x.grad().clone();
+  x.zero_grad();
+  normalize_columns(x).backward(full({64, 256}, 2.0));
+  check_close(dx, x.grad(), 0, 0);
+}
+
+TEST_CASE("normalize_columns rejects what is not a 2-D f32 or f64 matrix") {
+  CHECK_THROWS_WITH(normalize_columns(zeros({3})), Catch::Matchers::Contains(
+                                                       "normalize_columns: expected a 2-D x, got shape (3,)"));
+  CHECK_THROWS_WITH(normalize_columns(zeros({2, 3, 4})), Catch::Matchers::Contains("got shape (2, 3, 4)"));
+  CHECK_THROWS_WITH(normalize_columns(zeros({2, 3}, {.dtype = DType::i64})),
+                    Catch::Matchers::Contains("normalize_columns: expected an f32 or f64 x, got i64"));
+}
+
+TEST_CASE("normalize_columns on cuda equals the CPU kernels (singular, long and wide columns)") {
+  if (!cuda::is_available()) EMBER_SKIP("no cuda device");
+  for (DType dtype : {DType::f64, DType::f32})
+    for (Layout layout : {Layout::contiguous, Layout::strided}) {
+      INFO(dtype_name(dtype) << " " << test::layout_name(layout));
+      for (const Tensor& x : {singular_columns(dtype), randn({1500, 3}, {.dtype = dtype}),
+                              randn({7, 1100}, {.dtype = dtype})}) {
+        const Tensor g = randn(x.shape(), {.dtype = dtype});
+        const auto [y, dx] = value_and_grad(normalize_columns, x, g, layout, Device::cuda());
+        const auto [y_cpu, dx_cpu] = value_and_grad(normalize_columns, x, g, layout, Device::cpu());
         const double tol = dtype == DType::f64 ? 1e-13 : 2e-6;
         check_close(y, y_cpu, tol, tol);
         check_close(dx, dx_cpu, tol, tol);
