@@ -151,7 +151,7 @@ void dropout(const Tensor& x, const Generator& gen, uint64_t first_block, double
 
 // ---- convolution (conv.cpp) -----------------------------------------------------------------
 // The CPU kernels take f32, f64 and bf16 (f32 accumulation, Note [bf16 convolution]); the
-// "padded grid" algorithm below takes f32 and bf16 (conv2d_grid_takes), "direct" f32/f64 and
+// "padded grid" algorithm below takes f32, bf16 and f16 (conv2d_grid_takes), "direct" f32/f64 and
 // bf16 forwards; f16 reaches them widened to f32, except the passes on the grid
 // (conv2d_takes_f16), which widen what they lay out.
 // x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW), b (Cout) or undefined -> y (N, Cout, Ho, Wo)
@@ -247,8 +247,9 @@ void normalize_rows_backward(const Tensor& grad, const Tensor& y, const Tensor& 
 // column in order, in double, so y and n have the bits of normalize_rows_forward of x.t().
 void normalize_columns_forward(const Tensor& x, double eps, const Tensor& y, const Tensor& norms);
 // grad, y (R, C), each with unit column stride and any row stride; norms (C), eps as the forward
-// had them -> dx (R, C), unit column stride, any row stride, which may be grad itself (each
-// element is read before it is written): normalize_rows_backward's formula down each column.
+// had them -> dx (R, C), unit column stride, any row stride, which may be grad itself where grad's
+// rows do not overlap (each element is read before it is written): normalize_rows_backward's
+// formula down each column.
 void normalize_columns_backward(const Tensor& grad, const Tensor& y, const Tensor& norms, double eps,
                                 const Tensor& dx);
 

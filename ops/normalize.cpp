@@ -49,9 +49,9 @@ Tensor normalize_rows(const Tensor& x) {
 
 // The same for columns (Note [Fused row normalisation] down each column). y's rows are padded
 // (Note [Padded rows]); a gradient arriving with another column stride than 1 is made contiguous
-// first. dx overwrites the gradient where nothing else holds it, in its layout (ArcFace's dw has
-// y's): the leaf's accumulation then makes the one contiguous copy that W.grad needs, after y
-// was released, instead of a third matrix beside the gradient and y.
+// first. dx overwrites the gradient where nothing else holds it and its rows do not overlap, in
+// its layout (ArcFace's dw has y's): the leaf's accumulation then makes the one contiguous copy
+// that W.grad needs, after y was released, instead of a third matrix beside the gradient and y.
 Tensor normalize_columns(const Tensor& x) {
   constexpr const char* kOp = "normalize_columns";
   if (is_reduced_float(x.dtype())) return float_op_result(normalize_columns(widened(x)), x.dtype());
@@ -62,7 +62,9 @@ Tensor normalize_columns(const Tensor& x) {
   if (autograd::needs_grad(x))
     autograd::record(kOp, {x}, y, [sy = autograd::save(y), norms](Tensor grad) -> autograd::TensorList {
       if (grad.stride(1) != 1) grad = grad.contiguous();
-      const bool donated = grad.is_exclusive();  // Note [Donated gradients], in grad's layout
+      // Note [Donated gradients], in grad's layout where its rows do not overlap (sum(0)'s
+      // gradient is one row broadcast: stride 0).
+      const bool donated = grad.stride(0) >= grad.size(1) && grad.is_exclusive();
       Tensor dx = donated ? grad : Tensor::empty(grad.shape(), grad.options());
       normalize_columns_backward_kernel(grad.device(), grad, sy.get(kOp), norms, kNormalizeEps, dx);
       return {dx};

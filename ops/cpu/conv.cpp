@@ -1,6 +1,6 @@
 // Convolution on the CPU: im2col + GEMM (ops/cpu/gemm_typed.h), or direct kernels for grouped
 // layers with few channels per group (Note [Conv algorithms]); f32, f64 and bf16 (Note [bf16
-// convolution]).
+// convolution]), and f16 on the padded grid (Note [f16 on the grid] in conv_grid_tiles_avx512.h).
 //
 // One image's column matrix is col (Cin * kH * kW, Ho * Wo): row (c, kh, kw) holds the input
 // pixels that kernel tap (kh, kw) of channel c reads for every output position. With groups it
@@ -38,11 +38,11 @@
 // Note [Conv algorithms]: the algorithms, chosen by shape and pass:
 //   "1x1 gemm"     a 1x1, stride-1, unpadded convolution: the GEMMs above read the input image
 //                  as the column matrix and the input gradient is written in place (no copies);
-//   "padded grid"  the f32 and bf16 passes of a stride-1 layer on AVX-512 (Note [Direct forward on a
-//                  padded grid], Note [Weight gradient on a padded grid]): the forward with 8,
-//                  16, 24 or 32 output channels per group, the input gradient (the forward of
-//                  the transposed problem, Note [Direct input gradient as a forward]) with 8 to
-//                  32 input channels per group (a multiple of 8), the weight gradient with 4 to
+//   "padded grid"  the f32, bf16 and f16 passes of a stride-1 layer on AVX-512 (Note [Direct
+//                  forward on a padded grid], Note [Weight gradient on a padded grid]): the
+//                  forward with 8, 16, 24 or 32 output channels per group, the input gradient
+//                  (the forward of the transposed problem, Note [Direct input gradient as a
+//                  forward]) with 8 to 32 input channels per group (a multiple of 8), the weight gradient with 4 to
 //                  32 output channels per group (a multiple of 4); grouped or not (an ungrouped
 //                  weight gradient up to 64 channels, a multiple of 8 with a block of 8 per thread,
 //                  its tasks, Note [Grid tasks]; else im2col + GEMM keeps every thread busy). Ungrouped
@@ -525,7 +525,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
   if (x.dtype() == DType::f16)
     return widened_f16_pass(y, [&](const Tensor& y32) {
-      conv2d_forward(g, widened_f16(x), widened_f16(w), widened_f16(b), act, y32, nullptr);
+      conv2d_forward(g, widened_to_f32(x), widened_to_f32(w), widened_to_f32(b), act, y32, nullptr);
     });
   dispatch_gemm(x.dtype(), "conv2d", [&]<class T>(TypeTag<T>) { forward_typed<T>(g, x, w, b, act, y, pack); });
 }
@@ -546,7 +546,7 @@ void conv2d_input_grad(const Conv2dGeometry& g, const Tensor& dy, const Tensor& 
   }
   if (dy.dtype() == DType::f16)
     return widened_f16_pass(dx, [&](const Tensor& dx32) {
-      conv2d_input_grad(g, widened_f16(dy), widened_f16(w), dx32);
+      conv2d_input_grad(g, widened_to_f32(dy), widened_to_f32(w), dx32);
     });
   dispatch_gemm(dy.dtype(), "conv2d_input_grad", [&]<class T>(TypeTag<T>) {
     if constexpr (!is_bf16_v<T>) {  // Note [bf16 convolution]
@@ -559,7 +559,7 @@ void conv2d_weight_grad(const Conv2dGeometry& g, const Tensor& x, const Tensor& 
   if (use_grid_weight_grad(g, x.dtype()) && all_finite(x)) return conv2d_grid_weight_grad(g, x, dy, dw);
   if (x.dtype() == DType::f16)
     return widened_f16_pass(dw, [&](const Tensor& dw32) {
-      conv2d_weight_grad(g, widened_f16(x), widened_f16(dy), dw32);
+      conv2d_weight_grad(g, widened_to_f32(x), widened_to_f32(dy), dw32);
     });
   if (use_direct_weight_grad(g, x.dtype())) return conv2d_direct_weight_grad(g, x, dy, dw);
   dispatch_gemm(x.dtype(), "conv2d_weight_grad", [&]<class T>(TypeTag<T>) { weight_grad_typed<T>(g, x, dy, dw); });

@@ -38,8 +38,8 @@ bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype) {
   return !conv_gemm_only() && !g.is_pointwise() && conv2d_grid_input_grad_suits(g, dtype);
 }
 
-Tensor widened_f16(const Tensor& t) {
-  if (!t.defined()) return t;
+Tensor widened_to_f32(const Tensor& t) {
+  if (!t.defined() || t.dtype() == DType::f32) return t;
   const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
   copy(t, wide);
   return wide;

@@ -3,8 +3,8 @@
 //
 //   if (use_direct_forward(g, x.dtype(), act)) return conv2d_direct_forward(g, x, w, b, act, y);
 //
-// Every one is false under EMBER_CONV_ALGORITHM=gemm (im2col + GEMM for every pass) and for
-// pointwise layers, which are plain GEMMs.
+// Every one is false under EMBER_CONV_ALGORITHM=gemm (im2col + GEMM for every pass), and all but
+// use_direct for pointwise layers, which are plain GEMMs.
 #pragma once
 
 #include "core/dtype.h"
@@ -20,8 +20,8 @@ bool use_direct_weight_grad(const Conv2dGeometry& g, DType dtype);
 bool use_grid_weight_grad(const Conv2dGeometry& g, DType dtype);
 bool use_direct_input_grad(const Conv2dGeometry& g, DType dtype);
 bool use_grid_input_grad(const Conv2dGeometry& g, DType dtype);
-// t widened to f32 (undefined stays undefined): an f16 pass off the grid (Note [f16 on the grid]
-// in conv_grid_tiles_avx512.h).
-Tensor widened_f16(const Tensor& t);
+// t as f32: t itself where f32 or undefined, else a widened copy (the grid's 16-bit weights, Note
+// [bf16 on the grid]; an f16 pass off the grid, Note [f16 on the grid] in conv_grid_tiles_avx512.h).
+Tensor widened_to_f32(const Tensor& t);
 
 }  // namespace ember::cpu

@@ -28,15 +28,16 @@ inline Range valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t
 bool conv2d_direct_suits(const Conv2dGeometry& g);
 
 // Whether the direct forward (conv_direct_avx512.cpp) runs g: f32 on AVX-512, groups of at
-// most 32 output channels in blocks of 4, 8 or 16, row stride 1, no activation or ReLU; bf16
-// where the padded grid runs g (conv2d_grid_takes).
+// most 32 output channels in blocks of 4, 8 or 16, row stride 1, no activation or ReLU; bf16 and
+// f16 where the padded grid runs g (conv2d_grid_takes).
 bool conv2d_direct_forward_suits(const Conv2dGeometry& g, DType dtype, Activation act);
 // The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it.
 void conv2d_direct_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                            const Tensor& y);
 
-// Whether the padded-grid passes take tensors of this dtype: f32, and bf16 where the CPU has
-// AVX512-BW and -VL (Note [bf16 on the grid] in conv_grid_tiles_avx512.h).
+// Whether the padded-grid passes take tensors of this dtype: f32, and bf16 and f16 where the CPU
+// has AVX512-BW and -VL (Note [bf16 on the grid], Note [f16 on the grid] in
+// conv_grid_tiles_avx512.h).
 bool conv2d_grid_takes(DType dtype);
 
 // Whether bf16 passes on the grid multiply bf16 pairs with vdpbf16ps rather than widening to f32:
@@ -50,16 +51,16 @@ bool conv2d_grid_bf16_pairs();
 // (conv_grid_avx512.cpp, Note [Direct forward on a padded grid]) rather than row by row:
 // stride 1, output channels per group a multiple of 8.
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g);
-// Whether the grid runs g's forward for tensors of this dtype: f32 where the above says so; bf16
-// there and for groups of 4 at stride 1, which f32 gives to the row kernel.
+// Whether the grid runs g's forward for tensors of this dtype: f32 and f16 where the above says so;
+// bf16 there and for groups of 4 at stride 1, which f32 (and f16) give to the row kernel.
 bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype);
-// The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it; x and y f32 or
-// bf16 (conv2d_grid_takes), w and b f32 or the dtype of x.
+// The contract of conv2d_forward (ops/kernels.h), for a geometry that suits it; x and y f32, bf16
+// or f16 (conv2d_grid_takes), w and b f32 or the dtype of x.
 void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                          const Tensor& y);
 
-// Whether conv2d_grid_weight_grad runs g (Note [Weight gradient on a padded grid]): f32 or bf16
-// (conv2d_grid_takes) on AVX-512, groups of 4 to 32 output channels (a multiple of 4; an
+// Whether conv2d_grid_weight_grad runs g (Note [Weight gradient on a padded grid]): f32, bf16 or
+// f16 (conv2d_grid_takes) on AVX-512, groups of 4 to 32 output channels (a multiple of 4; an
 // ungrouped layer 8 to 64, a multiple of 8), stride 1.
 bool conv2d_grid_weight_grad_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_weight_grad (ops/kernels.h), for a geometry that suits it.
@@ -73,8 +74,8 @@ bool conv2d_direct_input_grad_on_grid(const Conv2dGeometry& g, DType dtype = DTy
 // The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx);
 
-// Whether conv2d_grid_input_grad runs g (Note [Strided input gradient as phase forwards]): f32 or
-// bf16 (conv2d_grid_takes) on AVX-512, grouped, a stride above 1, dilation 1, 1, 2, 4 or a multiple
+// Whether conv2d_grid_input_grad runs g (Note [Strided input gradient as phase forwards]): f32,
+// bf16 or f16 (conv2d_grid_takes) on AVX-512, grouped, a stride above 1, dilation 1, 1, 2, 4 or a multiple
 // of 8 input channels per group (at most 32), at most 32 output channels per group.
 bool conv2d_grid_input_grad_suits(const Conv2dGeometry& g, DType dtype);
 // The contract of conv2d_input_grad (ops/kernels.h), for a geometry that suits it.

@@ -151,8 +151,8 @@ void transpose_and_flip(const Conv2dGeometry& g, const T* wp, float* tp) {
 
 void conv2d_direct_input_grad_as_forward(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w,
                                          const Tensor& dx) {
-  // The transposed weights in f32 whatever w holds: bf16 and f16 ones are widened here (Note [bf16 on
-  // the grid], Note [f16 on the grid]).
+  // The transposed weights in f32 whatever w holds: bf16 and f16 ones are widened here (Note
+  // [bf16 on the grid], Note [f16 on the grid]).
   const Tensor wt = Tensor::empty({g.in_channels, g.out_channels_per_group(), g.kernel_h, g.kernel_w},
                                   {.dtype = DType::f32});
   if (w.dtype() == DType::bf16) transpose_and_flip(g, w.data<BFloat16>(), wt.data<float>());

@@ -43,6 +43,7 @@
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/conv_choice.h"
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/gemm_microkernel.h"
 #include "ops/kernels.h"
@@ -146,14 +147,6 @@ bool conv2d_grid_forward_suits(const Conv2dGeometry& g, DType dtype) {
 
 namespace {
 
-// t as f32: t itself, or a widened copy (Note [bf16 on the grid]).
-Tensor as_f32(const Tensor& t) {
-  if (!t.defined() || t.dtype() == DType::f32) return t;
-  const Tensor wide = Tensor::empty(t.shape(), {.dtype = DType::f32});
-  copy(t, wide);
-  return wide;
-}
-
 // The forward's tasks (Note [Grid tasks]) on a grid of Taps::Value elements (4 bytes): lay_out(n,
 // grp, xpad) lays out a task's grid; w holds each output channel's K weights in the grid's tap
 // order; outputs rounded once into y, straight from the tiles (Note [Tile outputs into the planes]
@@ -201,7 +194,7 @@ bool conv2d_grid_bf16_pairs() {
 
 void conv2d_grid_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Activation act,
                          const Tensor& y) {
-  const Tensor w32 = as_f32(w), b32 = as_f32(b);
+  const Tensor w32 = widened_to_f32(w), b32 = widened_to_f32(b);
   const float* bp = b32.defined() ? b32.data<float>() : nullptr;
   const int64_t cg = g.in_channels_per_group();
   dispatch_grid(x.dtype(), [&]<class T>(TypeTag<T>) {

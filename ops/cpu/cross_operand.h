@@ -2,8 +2,8 @@
 // the class weights or the embeddings), held as rows or as columns, and the three GEMMs that
 // read it (Note [Class weights as columns]):
 //
-//   CrossOperand<const float> B = CrossOperand<const float>::as_rows(E, D);      // (N, D)
-//   CrossOperand<const float> W = CrossOperand<const float>::as_columns(w, ld);  // (D, N), rows ld apart
+//   auto B = CrossOperand<const float>::as_rows(E, D);      // (N, D)
+//   auto W = CrossOperand<const float>::as_columns(w, ld);  // (D, N), rows ld apart
 //   cross_tile(A, D, W, r0, r1, c0, c1, out, ldo);             // out = A[r0:r1] W[c0:c1]^T
 //   add_weighted_rows(rows, k, G, ldg, W, c0, D, beta, dA);     // dA = beta dA + G W[c0:c0+k]
 //   add_weighted_columns(rows, width, G, ldg, A_rows, D, dW, c0);  // dW[c0:c0+width] += G^T A_rows
@@ -16,7 +16,7 @@
 // of W per block of rows and the second transposed the block's weights G (perf of an ArcFace step,
 // B 512, C 1,024: 5.5% and 8.7%, and 2.7% more for the transposed copy of the gradient). dA = G W^T
 // now packs W, where the rows layout read it in place. normalize_columns pads the rows so that
-// they are never a multiple of 4 KiB apart (Note [Padded columns] in ops/normalize.cpp).
+// they are never a multiple of 4 KiB apart (Note [Padded rows] in ops/padded_rows.h).
 #pragma once
 
 #include <algorithm>

@@ -16,12 +16,12 @@
 // its weights at hand and computes the gradient at once (Note [Gradient in the forward] in
 // ops/cpu/triplet_tiled.cpp): three GEMMs, S = A B^T, dA = W B and dB = W^T A. A task owns
 // whole_row_block(N, tiles) rows of A; dA's rows are its own, but every block adds to all of dB,
-// so the blocks go in waves of kWaveBlocks: the wave's blocks in parallel (S, weights, dA), then
-// dB += W_wave^T A_wave in ranges of dB's rows that the threads share (Note [Waves without
-// barriers]). A
-// wave's blocks are fixed by M and the block size alone, so the sums do not depend on the thread
-// count. Memory: one wave of rows, kWaveBlocks x tiles.whole_rows values, which is why N is
-// bounded (fits_whole_rows); a larger N streams.
+// so the blocks go in waves of kWaveBlocks: the wave's blocks in parallel (S and weights; with B
+// as rows dA too), then the wave's gradient parts (Note [Waves without barriers], Note [Gradient
+// parts]). A wave's blocks are fixed by M and the block size alone, so the sums do not depend on
+// the thread count. Memory: one wave of rows, kWaveBlocks x tiles.whole_rows values (each row
+// padded to padded_row_stride(N)), which is why N is bounded (fits_whole_rows); a larger N
+// streams.
 #pragma once
 
 #include <algorithm>

@@ -79,7 +79,7 @@ struct ArcFaceWeights {
 // kernels' O(B C D).
 void arcface_forward_cuda(const PairTiles&, const Tensor& e, const Tensor& w, const Tensor& labels, double margin,
                           double scale, const Tensor& stats, const Tensor& loss, const Tensor& de, const Tensor& dw) {
-  const Tensor w_rows = w.t().contiguous();
+  const Tensor w_rows = w.detach().t().contiguous();  // a kernel's temporary: nothing to record
   dispatch_float(e.dtype(), "arcface_loss", [&]<class T>(TypeTag<T>) {
     const int64_t B = e.size(0), D = e.size(1), C = w_rows.size(0);
     const Tensor rows = Tensor::empty({B}, {.dtype = DType::f64, .device = e.device()});

@@ -2,9 +2,8 @@
 // row normalisation] in ops/normalize.cpp, the CPU reference in ops/cpu/normalize.cpp), as row
 // operations of rows.cuh: a row-major x takes a warp or a block per row, a transposed one (W.t(),
 // rows interleaved in memory) and the columns of a row-major one a thread per row, reading
-// coalesced. Sums
-// accumulate in double, as on the CPU; each element is read and written by one thread, after
-// its row's reduction, so dx may be grad itself.
+// coalesced. Sums accumulate in double, as on the CPU; each element is read and written by one
+// thread, after its row's reduction, so dx may be grad itself (where grad's rows do not overlap).
 #include <optional>
 
 #include "core/tensor.h"

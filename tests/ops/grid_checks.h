@@ -6,8 +6,16 @@
 //   check_grid_rounding<BFloat16>({0x3F808000u, ...}, 12345, float_to_bfloat16_bits);
 #pragma once
 
+#include <bit>
+#include <cstdint>
+#include <vector>
+
 #include "ops/activation_rules.h"
 #include "ops/conv.h"
+#include "support/test_support.h"
+#if defined(__AVX512F__)
+#include "ops/cpu/conv_grid_tiles_avx512.h"
+#endif
 
 namespace ember::test {
 
@@ -35,21 +43,9 @@ inline const GridCase kGridCases[] = {
     {32, 32, 8, 1, 9, 17, 3, 1, 1, false, Activation::none},
 };
 
-}  // namespace ember::test
-
+#if defined(__AVX512F__)
 // The given float bit patterns (the special cases), then random ones up to 64 whole vectors and a
 // tail of 9, rounded by the grid's row copy: each as reference(value), nothing past the row.
-
-#if defined(__AVX512F__)
-#include <bit>
-#include <cstdint>
-#include <vector>
-
-#include "ops/cpu/conv_grid_tiles_avx512.h"
-#include "support/test_support.h"
-
-namespace ember::test {
-
 template <class T, class Reference>
 void check_grid_rounding(std::vector<uint32_t> bits, uint64_t seed, Reference reference) {
   while (bits.size() < 16 * 64 + 9) {
@@ -67,6 +63,6 @@ void check_grid_rounding(std::vector<uint32_t> bits, uint64_t seed, Reference re
   }
   CHECK(rounded.back().bits == 0xABCD);
 }
+#endif
 
 }  // namespace ember::test
-#endif

@@ -171,7 +171,8 @@ TEST_CASE("conv2d's bf16 and f16 padded-grid forwards carry NaN and infinity as 
 // conv2d_algorithm names what each dtype runs (`bench kernels` prints it beside bf16 rows): groups
 // of 4 output channels at stride 1 take the row kernel in f32 but the grid in bf16 (Note [bf16 on
 // the grid]); the scalar direct input gradient of 3 channels per group is f32's only (Note [bf16
-// convolution]); f16 runs widened to f32, so it runs f32's algorithms.
+// convolution]); f16 takes the grid where f32 does and otherwise runs widened to f32, so it runs
+// f32's algorithms (Note [f16 on the grid]).
 TEST_CASE("conv2d_algorithm names the path of the dtype asked for", "[conv][direct]") {
   const Conv2dGeometry g = conv2d_geometry({2, 8, 10, 10}, {8, 4, 3, 3}, 1, 1, 1, 2);
   if (!cpu::conv2d_direct_forward_suits(g, DType::f32, Activation::none)) {

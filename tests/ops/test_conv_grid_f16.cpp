@@ -63,6 +63,10 @@ TEST_CASE("the grid's f16 row copies round as float_to_half_bits and widen exact
 
 TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on the widened tensors",
           "[conv][f16]") {
+  // The grid takes an ungrouped layer's weight gradient only where its output channels give each
+  // thread a block (conv2d_grid_weight_grad_suits): at 2 threads, as CI's machines have.
+  const int threads = num_threads();
+  set_num_threads(2);
   Generator gen(93);
   int passes_on_grid = 0;
   for (size_t i = 0; i < std::size(test::kGridCases); ++i) {
@@ -80,16 +84,19 @@ TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on t
     auto check_pass = [&](cpu::ConvPass pass, const Tensor& got, const Tensor& f32_result, const Tensor& f64_result) {
       INFO("pass " << int(pass));
       CHECK(got.dtype() == DType::f16);
-      passes_on_grid += cpu::conv2d_takes_f16(g, pass, c.act);
-      const bool same_algorithm = std::string(cpu::conv2d_algorithm(g, pass, DType::f32)) == "padded grid";
+      const bool on_grid = cpu::conv2d_takes_f16(g, pass, c.act);
+      passes_on_grid += on_grid;
+      // f16 takes the grid exactly where f32 does, and is named by it there; elsewhere f32's name.
+      const std::string f32_algorithm = cpu::conv2d_algorithm(g, pass, DType::f32);
+      CHECK(on_grid == (f32_algorithm == "padded grid" && cpu::conv2d_grid_takes(DType::f16)));
+      CHECK(std::string(cpu::conv2d_algorithm(g, pass, DType::f16)) == f32_algorithm);
+      const bool same_algorithm = f32_algorithm == "padded grid";
       if (same_algorithm) test::check_close(got.to(DType::f64), f16(f32_result).to(DType::f64), 0, 0);
       else test::check_close(got.to(DType::f64), f64_result, 1.0 / 512, 1e-3);
     };
     const Tensor y = conv2d(x, w, b, c.stride, c.pad, c.dilation, c.groups, c.act);
     check_pass(cpu::ConvPass::forward, y, conv2d(f32(x), f32(w), f32(b), c.stride, c.pad, c.dilation, c.groups, c.act),
                conv2d(f64(x), f64(w), f64(b), c.stride, c.pad, c.dilation, c.groups, c.act));
-    CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward, DType::f16)) ==
-          (cpu::conv2d_takes_f16(g, cpu::ConvPass::forward) ? "padded grid" : "direct"));
 
     const Tensor dy = f16(randn(y.shape(), {}, &gen));
     check_pass(cpu::ConvPass::input_grad, conv2d_input_grad(dy, w, x.shape(), c.stride, c.pad, c.dilation, c.groups),
@@ -104,11 +111,14 @@ TEST_CASE("conv2d's f16 passes on the padded grid give the f32 passes' bits on t
   // f16 gives to f32's row kernels, as f32 does, where the build has the lanes.
   if (cpu::conv2d_grid_takes(DType::f16)) CHECK(passes_on_grid == 3 * int(std::size(test::kGridCases)) - 5);
   else WARN("this build's grid takes no f16 (it needs AVX512-BW and -VL); only the values are checked");
+  set_num_threads(threads);
 }
 
 // Note [Non-finite values on the grid]: a non-finite weight (input gradient) or input (weight
 // gradient) sends the pass off the grid, where f16 runs f32's passes on widened copies.
 TEST_CASE("conv2d's f16 gradients with non-finite operands leave the grid and match f32's", "[conv][f16]") {
+  const int threads = num_threads();
+  set_num_threads(2);  // where the grid takes this ungrouped layer's weight gradient (as above)
   Generator gen(94);
   Tensor x = randn({2, 16, 9, 9}, {}, &gen), w = randn({16, 16, 3, 3}, {}, &gen);
   x.narrow(1, 3, 1).narrow(2, 4, 1).narrow(3, 4, 1).fill_(std::numeric_limits<double>::infinity());
@@ -121,4 +131,10 @@ TEST_CASE("conv2d's f16 gradients with non-finite operands leave the grid and ma
   const Tensor dw = conv2d_weight_grad(x16, dy, w.shape(), 1, 1, 1, 1);
   const Tensor dw32 = conv2d_weight_grad(x16.to(DType::f32), dy.to(DType::f32), w.shape(), 1, 1, 1, 1);
   test::check_close(dw.to(DType::f64), dw32.to(DType::f16).to(DType::f64), 0, 0);
+  const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, 1, 1, 1);
+  if (cpu::conv2d_grid_takes(DType::f16)) {  // both passes would be on the grid with finite operands
+    CHECK(cpu::conv2d_takes_f16(g, cpu::ConvPass::input_grad));
+    CHECK(cpu::conv2d_takes_f16(g, cpu::ConvPass::weight_grad));
+  }
+  set_num_threads(threads);
 }

@@ -202,6 +202,17 @@ TEST_CASE("normalize_columns writes dx into a donated gradient, never into a sha
   check_close(dx, x.grad(), 0, 0);
 }
 
+// sum over dim 0 hands the backward one row broadcast down the columns (row stride 0): dx must not
+// overwrite it in place (its rows overlap), and the gradients stay the composite's.
+TEST_CASE("normalize_columns under a sum over rows: a broadcast gradient is read, not overwritten") {
+  Generator gen(25);
+  const Tensor x0 = randn({6, 40}, {.dtype = DType::f64}, &gen), v = randn({40}, {.dtype = DType::f64}, &gen);
+  Tensor x = x0.clone().requires_grad_(), x_ref = x0.clone().requires_grad_();
+  sum(mul(sum(normalize_columns(x), {0}), v)).backward();
+  sum(mul(sum(composite_columns(x_ref), {0}), v)).backward();
+  check_close(x.grad(), x_ref.grad(), 1e-13, 1e-13);
+}
+
 TEST_CASE("normalize_columns rejects what is not a 2-D f32 or f64 matrix") {
   CHECK_THROWS_WITH(normalize_columns(zeros({3})), Catch::Matchers::Contains(
                                                        "normalize_columns: expected a 2-D x, got shape (3,)"));
