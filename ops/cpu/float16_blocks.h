@@ -111,15 +111,19 @@ inline void store_bits(const storage_t<T>* bits, T* dst) {
 // (Note [Branch-free f16 rounding]) at about 60 instructions per 16 elements each way, which made
 // an f16 relu cost 3x a bf16 one; blocks of 16 f16 values convert with vcvtph2ps / vcvtps2ph
 // instead (widen_half_lanes, half_lanes: the scalar's bits, NaNs included) where the build has
-// them (kFloat16Lanes).
+// them (kFloat16Lanes), and blocks of bf16 by the same lanes' shifts (widen_bfloat16_lanes,
+// bfloat16_lanes), so that the elementwise loops' blocks convert both in registers.
 
 // The values of N stored elements (exact).
 template <int N, class T>
 inline void widen_bits(const storage_t<T>* bits, compute_t<T>* v) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (std::is_same_v<T, Half> && N % 16 == 0) {  // Note [f16 blocks in lanes]
-    for (int j = 0; j < N; j += 16)
-      _mm512_storeu_ps(v + j, widen_half_lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + j))));
+  if constexpr (is_float16_v<T> && N % 16 == 0) {  // Note [f16 blocks in lanes]
+    for (int j = 0; j < N; j += 16) {
+      const __m256i stored = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + j));
+      if constexpr (std::is_same_v<T, Half>) _mm512_storeu_ps(v + j, widen_half_lanes(stored));
+      else _mm512_storeu_ps(v + j, widen_bfloat16_lanes(_mm512_maskz_cvtepu16_epi32(0xFFFF, stored)));
+    }
     return;
   }
 #endif
@@ -141,10 +145,12 @@ inline void load_block(const T* src, compute_t<T>* v) {
 template <int N, class T>
 inline void narrow_bits(const compute_t<T>* v, storage_t<T>* bits) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (std::is_same_v<T, Half> && N % 16 == 0) {  // Note [f16 blocks in lanes]
-    for (int j = 0; j < N; j += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + j),
-                          _mm512_maskz_cvtepi32_epi16(0xFFFF, half_lanes(_mm512_loadu_ps(v + j))));
+  if constexpr (is_float16_v<T> && N % 16 == 0) {  // Note [f16 blocks in lanes]
+    for (int j = 0; j < N; j += 16) {
+      const __m512 values = _mm512_loadu_ps(v + j);
+      const __m512i lanes = std::is_same_v<T, Half> ? half_lanes(values) : bfloat16_lanes(values);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + j), _mm512_maskz_cvtepi32_epi16(0xFFFF, lanes));
+    }
     return;
   }
 #endif

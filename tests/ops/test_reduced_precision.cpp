@@ -74,27 +74,36 @@ TEST_CASE("reduced precision: elementwise ops compute in f32 and round once", "[
   }
 }
 
-TEST_CASE("reduced precision: f16 loops convert every bit pattern as the scalar conversions do", "[ops][f16]") {
-  // Every half, in a row the loops take in blocks of 16 (Note [f16 loops in blocks]); the
+TEST_CASE("reduced precision: 16-bit loops convert every bit pattern as the scalar conversions do", "[ops][f16]") {
+  // Every bit pattern, in a row the loops take in blocks of 16 (Note [f16 loops in blocks]); the
   // expected bits come from core/float16.h one element at a time.
   const int64_t n = 65536 + 7;  // a tail after the blocks
-  Tensor h = Tensor::empty({n}, {.dtype = DType::f16});
-  for (int64_t i = 0; i < n; ++i) h.data<Half>()[i] = Half::from_bits(uint16_t(i));
-  const std::vector<float> widened = h.to(DType::f32).to_vector<float>();
-  const Tensor negated = neg(h), halved = mul(h, 0.5), narrowed = h.to(DType::f32).to(DType::f16);
-  int mismatches = 0;
-  auto expect = [&](const char* what, int64_t i, uint32_t got, uint32_t want) {
-    if (got != want && ++mismatches <= 5)
-      FAIL_CHECK(what << " of half " << (i & 0xFFFF) << ": " << got << " vs " << want);
-  };
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = half_bits_to_float(uint16_t(i));
-    expect("to(f32)", i, std::bit_cast<uint32_t>(widened[size_t(i)]), std::bit_cast<uint32_t>(x));
-    expect("to(f32).to(f16)", i, narrowed.data<Half>()[i].bits, float_to_half_bits(x));
-    expect("neg", i, negated.data<Half>()[i].bits, float_to_half_bits(-x));
-    expect("mul by 0.5", i, halved.data<Half>()[i].bits, float_to_half_bits(x * 0.5f));
+  for (DType low : kLow) {
+    INFO(dtype_name(low));
+    const bool half = low == DType::f16;
+    auto bits = [half](const Tensor& t, int64_t i) -> uint16_t& {
+      return half ? t.data<Half>()[i].bits : t.data<BFloat16>()[i].bits;
+    };
+    auto widen = [half](uint16_t b) { return half ? half_bits_to_float(b) : bfloat16_bits_to_float(b); };
+    auto narrow = [half](float v) { return half ? float_to_half_bits(v) : float_to_bfloat16_bits(v); };
+    Tensor h = Tensor::empty({n}, {.dtype = low});
+    for (int64_t i = 0; i < n; ++i) bits(h, i) = uint16_t(i);
+    const std::vector<float> widened = h.to(DType::f32).to_vector<float>();
+    const Tensor negated = neg(h), halved = mul(h, 0.5), narrowed = h.to(DType::f32).to(low);
+    int mismatches = 0;
+    auto expect = [&](const char* what, int64_t i, uint32_t got, uint32_t want) {
+      if (got != want && ++mismatches <= 5)
+        FAIL_CHECK(what << " of bits " << (i & 0xFFFF) << ": " << got << " vs " << want);
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = widen(uint16_t(i));
+      expect("to(f32)", i, std::bit_cast<uint32_t>(widened[size_t(i)]), std::bit_cast<uint32_t>(x));
+      expect("to(f32).to(low)", i, bits(narrowed, i), narrow(x));
+      expect("neg", i, bits(negated, i), narrow(-x));
+      expect("mul by 0.5", i, bits(halved, i), narrow(x * 0.5f));
+    }
+    CHECK(mismatches == 0);
   }
-  CHECK(mismatches == 0);
 }
 
 TEST_CASE("reduced precision: copies within a 16-bit dtype keep every bit, NaN payloads included", "[ops][f16]") {
