@@ -54,7 +54,7 @@ void normal(const Tensor& out, const Generator& gen, uint64_t first_block, doubl
 void randint(const Tensor& out, const Generator& gen, uint64_t first_block, int64_t low, int64_t high);
 
 // ---- reductions (reduce.cpp) --------------------------------------------------------------
-// x: (outer, R, inner) any strides -> out: (outer, inner) contiguous, same dtype.
+// x: (outer, R, inner) any strides -> out: (outer, inner) contiguous, same dtype (mean: floating).
 void reduce(ReduceOp op, const Tensor& x, const Tensor& out);
 // x: (outer, R, inner) -> values (outer, inner) same dtype, indices (outer, inner) i64.
 // First index wins ties; NaN counts as the largest (and smallest) value.

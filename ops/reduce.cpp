@@ -148,16 +148,17 @@ Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
   return y;
 }
 
+// One reduction rounded once (ReduceOp::mean); the gradient is sum's of g / count, as it was when
+// mean was sum times 1 / count.
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "mean: expected a floating tensor, got ", dtype_name(x.dtype()));
-  int64_t count = 1;
-  if (dims.empty()) count = x.numel();
-  else
-    for (int64_t d : dims) {
-      const int64_t n = normalize_dim(d, x.dim(), "mean");
-      if (x.dim() > 0) count *= x.shape()[size_t(n)];  // a 0-d tensor accepts dim 0 / -1 (one element)
-    }
-  return mul(sum(x, dims, keepdim), 1.0 / double(count));
+  ReducePlan p = plan_reduce(x, dims, keepdim, "mean");
+  Tensor y = reduce_forward(ReduceOp::mean, x, p);
+  if (needs_grad(x))
+    record("mean", {x}, y, [keep = p.keep_shape, shape = x.shape(), count = p.count](const Tensor& g) -> TensorList {
+      return {expand_back(mul(g, 1.0 / double(count)), keep, shape)};
+    });
+  return y;
 }
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {

@@ -5,6 +5,8 @@
 
 namespace ember {
 
-enum class ReduceOp : uint8_t { sum, max, min, prod };
+// mean: the sum times 1 / R, in the accumulator, rounded once to the output's type (floating
+// types only; PyTorch's mean rounds once too, where sum and a divide would round twice).
+enum class ReduceOp : uint8_t { sum, max, min, prod, mean };
 
 }  // namespace ember

@@ -32,28 +32,32 @@ __device__ __forceinline__ T shuffle_down(T v, int delta) {
   else return __shfl_down_sync(0xffffffffu, v, delta);
 }
 
-// Sum, max, min or product in compute_t<T> (f32 for bf16 / f16, rounded once by store). max/min
-// propagate NaN (as the CPU).
+// Sum, max, min, product or mean in compute_t<T> (f32 for bf16 / f16, rounded once by store; a
+// mean's sum times scale = 1 / R first, in double). max/min propagate NaN (as the CPU).
 template <class T, ReduceOp op>
 struct ValueCombiner {
   using Value = compute_t<T>;
   T* out;
+  double scale = 1;
   static EMBER_HOST_DEVICE Value identity() {
     using L = std::numeric_limits<Value>;
-    if constexpr (op == ReduceOp::sum) return Value(0);
+    if constexpr (op == ReduceOp::sum || op == ReduceOp::mean) return Value(0);
     else if constexpr (op == ReduceOp::prod) return Value(1);
     else if constexpr (op == ReduceOp::max) return L::has_infinity ? -L::infinity() : L::lowest();
     else return L::has_infinity ? L::infinity() : L::max();
   }
   static EMBER_HOST_DEVICE Value load(T x, int64_t) { return Value(x); }
   static EMBER_HOST_DEVICE Value combine(Value a, Value b) {
-    if constexpr (op == ReduceOp::sum) return a + b;
+    if constexpr (op == ReduceOp::sum || op == ReduceOp::mean) return a + b;
     else if constexpr (op == ReduceOp::prod) return a * b;
     else if constexpr (op == ReduceOp::max) return (b != b || b > a) ? b : a;
     else return (b != b || b < a) ? b : a;
   }
   static __device__ __forceinline__ Value shuffle(Value v, int delta) { return shuffle_down(v, delta); }
-  EMBER_HOST_DEVICE void store(int64_t k, Value v) const { out[k] = T(v); }
+  EMBER_HOST_DEVICE void store(int64_t k, Value v) const {
+    if constexpr (op == ReduceOp::mean) out[k] = T(compute_t<T>(double(v) * scale));
+    else out[k] = T(v);
+  }
 };
 
 // The extreme value and its index along R; index -1 is "nothing yet". The first NaN wins, then
@@ -183,6 +187,10 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
       case ReduceOp::prod: return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::prod>{o});
       case ReduceOp::max: return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::max>{o});
       case ReduceOp::min: return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::min>{o});
+      case ReduceOp::mean:
+        if constexpr (std::is_floating_point_v<compute_t<T>>)
+          return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::mean>{o, 1.0 / double(x.size(1))});
+        EMBER_FAIL("mean: expected a floating tensor, got ", dtype_name(x.dtype()));
     }
   });
 }

@@ -56,6 +56,12 @@ TEST_CASE("cuda: bf16 and f16 conversions, elementwise ops and reductions equal 
     // these sizes, except where a sum lies next to a rounding tie.
     test::check_close(sum(on_cuda(a), {1}).cpu().to(DType::f32), sum(a, {1}).to(DType::f32), 8e-3, 1e-3);
     test::check_close(sum(on_cuda(a), {0}).cpu().to(DType::f32), sum(a, {0}).to(DType::f32), 8e-3, 1e-3);
+    // A mean rounds once on both (ReduceOp::mean): the bf16 case whose sum rounded first differs.
+    if (low == DType::bf16) {
+      const Tensor x = tensor<float>({2.171875f, -8.875f, 1.0390625f}).to(low);
+      CHECK(mean(on_cuda(x)).cpu().to(DType::f32).to_vector<float>() == std::vector<float>{-1.890625f});
+    }
+    test::check_close(mean(on_cuda(a), {1}).cpu().to(DType::f32), mean(a, {1}).to(DType::f32), 8e-3, 1e-3);
     check_same_values(full({5}, 0.1, {.dtype = low, .device = kCuda}), full({5}, 0.1, {.dtype = low}));
     check_same_values(arange(0, 9, 1, {.dtype = low, .device = kCuda}), arange(0, 9, 1, {.dtype = low}));
   }
