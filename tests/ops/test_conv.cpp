@@ -132,7 +132,7 @@ void check_against_one_conv_per_group(const Tensor& x0, const Tensor& w0, const 
     parts.push_back(conv2d(xg[size_t(k)], wg[size_t(k)], bk, stride, pad, dilation, 1, act));
   }
   const Tensor reference = cat(parts, 1);
-  check_close(y.to(DType::f64), reference, 1e-5, 1e-5);
+  check_close(y.to(DType::f64), reference, 1e-5, 1e-4);  // f32 sums of up to 360 unit products
   const Tensor gy = randn(y.shape(), {}, &gen);
   sum(mul(y, gy)).backward();
   sum(mul(reference, gy.to(DType::f64))).backward();
@@ -165,6 +165,13 @@ void check_algorithms(const Conv2dGeometry& g, Activation act, const std::string
   CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == forward);
   CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad)) == input_grad);
   CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == weight_grad);
+}
+
+// The same bits at another thread count where the padded grid runs (no task splits a sum); without
+// it (EMBER_NATIVE=OFF) im2col + GEMM's weight gradient sums per-thread image chunks: close values.
+void check_same_at_any_thread_count(const Tensor& one_thread, const Tensor& more_threads) {
+  if (cpu::conv2d_grid_takes(DType::f32)) CHECK(max(abs(sub(one_thread, more_threads))).item() == 0.0);
+  else check_close(more_threads.to(DType::f64), one_thread.to(DType::f64), 1e-4, 1e-3);  // sums of 13,056
 }
 
 }  // namespace
@@ -341,7 +348,7 @@ TEST_CASE("conv2d's thin-group and strided padded-grid passes equal one ungroupe
     for (int threads : {2, 3})
       for (size_t r = 0; r < 4; ++r) {
         INFO(threads << " threads, result " << r << " (y, dx, dw, db)");
-        CHECK(max(abs(sub(results[0][r], results[threads - 1][r]))).item() == 0.0);
+        check_same_at_any_thread_count(results[0][r], results[threads - 1][r]);
       }
   }
 }
@@ -456,8 +463,8 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
     const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), 1, 1, 1, c.groups);
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::forward)) == "padded grid");
-      CHECK(std::string(cpu::conv2d_algorithm(g, cpu::ConvPass::weight_grad)) == "padded grid");
+      check_algorithms(g, Activation::relu, "padded grid", cpu::conv2d_algorithm(g, cpu::ConvPass::input_grad),
+                       "padded grid");
     }
     set_num_threads(before);
     std::vector<Tensor> results[3];
@@ -472,7 +479,7 @@ TEST_CASE("conv2d's padded-grid passes give the same bits at 1, 2 and 3 threads"
     for (int threads : {2, 3})
       for (size_t i = 0; i < 4; ++i) {
         INFO(threads << " threads, result " << i << " (y, dx, dw, db)");
-        CHECK(max(abs(sub(results[0][i], results[threads - 1][i]))).item() == 0.0);
+        check_same_at_any_thread_count(results[0][i], results[threads - 1][i]);
       }
   }
 }
