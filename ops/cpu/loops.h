@@ -33,7 +33,7 @@ namespace detail {
 // loop. The same bits as the plain loop. bf16's conversions are shifts, which GCC vectorises in
 // the plain loop too, but there f's vector code fared worse: bf16 log took 2.7-3.0 ms against
 // 1.57 in blocks (unaryprobe, 8x256x56x56, 2 threads, alternated, 2026-12-08; f32's 1.46), relu
-// 0.36 -> 0.30, exp, sigmoid, tanh, log1p and add/mul within the noise, softplus 4.06 -> 4.6.
+// 0.36 -> 0.30, exp, sigmoid, tanh, log1p and add/mul within the noise, softplus 3.4-4.1 -> 4.3-4.6.
 // Builds without the lanes (kFloat16Lanes) keep the plain loop: with scalar conversions in
 // them, blocks of bf16 ran exp 9x slower than the plain loop.
 template <class Out, class F, class... In>

@@ -1,5 +1,5 @@
-// Reductions over the middle dim of an (outer, R, inner) view (any strides): sum, max, min, prod
-// and arg max/min. Both are one kernel family over a "combiner" (what a value is, how two
+// Reductions over the middle dim of an (outer, R, inner) view (any strides): sum, max, min, prod,
+// mean and arg max/min. Both are one kernel family over a "combiner" (what a value is, how two
 // combine, how a result is stored), so reduce and arg_reduce share every loop.
 //
 // Note [Reduction kernels]:
@@ -33,12 +33,13 @@ __device__ __forceinline__ T shuffle_down(T v, int delta) {
 }
 
 // Sum, max, min, product or mean in compute_t<T> (f32 for bf16 / f16, rounded once by store; a
-// mean's sum times scale = 1 / R first, in double). max/min propagate NaN (as the CPU).
+// mean's sum divided by count = R first, in double; its f32 sum itself can overflow where the
+// CPU's double sum does not, as sum's can). max/min propagate NaN (as the CPU).
 template <class T, ReduceOp op>
 struct ValueCombiner {
   using Value = compute_t<T>;
   T* out;
-  double scale = 1;
+  double count = 1;
   static EMBER_HOST_DEVICE Value identity() {
     using L = std::numeric_limits<Value>;
     if constexpr (op == ReduceOp::sum || op == ReduceOp::mean) return Value(0);
@@ -55,7 +56,7 @@ struct ValueCombiner {
   }
   static __device__ __forceinline__ Value shuffle(Value v, int delta) { return shuffle_down(v, delta); }
   EMBER_HOST_DEVICE void store(int64_t k, Value v) const {
-    if constexpr (op == ReduceOp::mean) out[k] = T(compute_t<T>(double(v) * scale));
+    if constexpr (op == ReduceOp::mean) out[k] = T(compute_t<T>(double(v) / count));
     else out[k] = T(v);
   }
 };
@@ -189,8 +190,8 @@ void reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
       case ReduceOp::min: return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::min>{o});
       case ReduceOp::mean:
         if constexpr (std::is_floating_point_v<compute_t<T>>)
-          return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::mean>{o, 1.0 / double(x.size(1))});
-        EMBER_FAIL("mean: expected a floating tensor, got ", dtype_name(x.dtype()));
+          return launch_reduce<T>(x, ValueCombiner<T, ReduceOp::mean>{o, double(x.size(1))});
+        else EMBER_FAIL("mean: expected a floating tensor, got ", dtype_name(x.dtype()));
     }
   });
 }

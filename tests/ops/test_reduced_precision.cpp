@@ -130,8 +130,8 @@ TEST_CASE("reduced precision: copies within a 16-bit dtype keep every bit, NaN p
 
 TEST_CASE("reduced precision: mean rounds once, where sum then a divide would round twice", "[ops][f16]") {
   // bf16 2.171875 - 8.875 + 1.0390625 = -5.6640625, / 3 = -1.8880208: -1.890625 in bf16, but the
-  // sum rounded first (-5.65625) gives -1.8828125 (PyTorch 1.13's CPU mean; PyTorch 2 sums in f32
-  // and rounds once, as the issue asks). Over a dim, keepdim, and on a strided view too.
+  // sum rounded first (-5.65625) gives -1.8828125 (PyTorch 1.13's CPU mean; PyTorch 2 sums and
+  // divides in f32, then rounds to bf16). Over a dim, keepdim, and on a strided view too.
   const Tensor x = tensor<float>({2.171875f, -8.875f, 1.0390625f}).to(DType::bf16);
   CHECK(values(mean(x))[0] == -1.890625f);
   const Tensor rows = stack({x, neg(x)}).to(DType::bf16);  // (2, 3)
@@ -145,6 +145,7 @@ TEST_CASE("reduced precision: mean rounds once, where sum then a divide would ro
     check_bitwise(values(mean(m, {0, 2})), rounded(mean(mw.to(DType::f64), {0, 2}).to(DType::f32), low));
   }
   CHECK_THROWS_WITH(mean(tensor<int64_t>({1, 2})), Catch::Matchers::Contains("mean: expected a floating tensor"));
+  CHECK(mean(ones({49}, {.dtype = DType::f64})).item() == 1.0);  // divided: 49 * (1 / 49) is not 1
 }
 
 TEST_CASE("reduced precision: reductions accumulate in f32 or better", "[ops][f16]") {

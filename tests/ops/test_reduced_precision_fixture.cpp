@@ -1,6 +1,7 @@
 // ember's bf16 and f16 results against PyTorch's own (tests/data/make_reduced_precision_fixture.py,
 // PyTorch 1.13 on the CPU). Tolerances are in units in the last place of the 16-bit format:
-// both sides compute in f32 and round once, so an elementwise result may differ only where the
+// both sides compute in f32 and round once (except PyTorch 1.13's mean, which rounds its sum to 16
+// bits first: ember rounds once), so an elementwise result may differ only where the
 // two f32 math libraries straddle a rounding boundary (1 ulp); a sum, a normalisation or a GEMM
 // adds its terms in another order (2 ulps of the result, or of the largest output where
 // cancellation leaves a result near zero).
